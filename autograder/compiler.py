@@ -1,0 +1,90 @@
+"""One NVRTC compile for both backends: PTX (with line info) for the emulator, a cubin for the GPU.
+
+NVRTC comes from pip (``nvidia-cuda-nvrtc`` through ``cuda-bindings``), so this works on a
+machine without a GPU. The kernel name is resolved with an NVRTC name expression, which
+covers ``extern "C"`` kernels, C++-mangled ones and template instances alike. PTX from a new
+NVRTC may carry a ``.version`` the GPU's driver refuses (docs/backend-contract.md), so the
+GPU backend loads a cubin built for the device's own architecture instead.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from autograder.backends.base import CompileError, Program
+
+EMULATOR_ARCH = "compute_90"  # the virtual architecture the emulator's PTX is written for
+
+
+@dataclass(frozen=True)
+class Compiled:
+    ptx: str  # PTX text, or "" for a cubin-only compile
+    cubin: bytes  # machine code for a real sm_XX target, or b"" for a PTX compile
+    lowered_name: str  # the kernel's symbol in the PTX / cubin
+    log: str  # compiler warnings
+
+
+def compile_ptx(program: Program) -> Compiled:
+    """PTX for the emulator (``compute_90``, line info)."""
+    return _compile(program, EMULATOR_ARCH)
+
+
+def compile_cubin(program: Program, arch: str) -> Compiled:
+    """A cubin for a device, ``arch`` like ``"sm_90"``."""
+    return _compile(program, arch)
+
+
+def nvrtc_version() -> tuple[int, int]:
+    from cuda.bindings import nvrtc
+
+    _err, major, minor = nvrtc.nvrtcVersion()
+    return major, minor
+
+
+@functools.lru_cache(maxsize=64)
+def _compile(program: Program, arch: str) -> Compiled:
+    from cuda.bindings import nvrtc
+
+    err, prog = nvrtc.nvrtcCreateProgram(
+        program.source.encode(), program.filename.encode(), 0, [], []
+    )
+    _check(nvrtc, err, "nvrtcCreateProgram")
+    try:
+        expression = f"&{program.kernel}".encode()
+        _check(nvrtc, nvrtc.nvrtcAddNameExpression(prog, expression)[0], "nvrtcAddNameExpression")
+        options = [f"--gpu-architecture={arch}", "-lineinfo", "--std=c++17", "-default-device"]
+        options += [f"-D{name}={value}" for name, value in program.defines]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
+        log = _log(nvrtc, prog)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(log.strip() or str(err))
+        err, lowered = nvrtc.nvrtcGetLoweredName(prog, expression)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(f"{program.filename}: no kernel named '{program.kernel}' was found")
+        if arch.startswith("sm_"):
+            return Compiled("", _blob(nvrtc, prog, "CUBIN"), lowered.decode(), log)
+        ptx = _blob(nvrtc, prog, "PTX").rstrip(b"\0").decode()
+        return Compiled(ptx, b"", lowered.decode(), log)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _blob(nvrtc, prog, kind: str) -> bytes:
+    err, size = getattr(nvrtc, f"nvrtcGet{kind}Size")(prog)
+    _check(nvrtc, err, f"nvrtcGet{kind}Size")
+    buf = b" " * size
+    _check(nvrtc, getattr(nvrtc, f"nvrtcGet{kind}")(prog, buf)[0], f"nvrtcGet{kind}")
+    return buf
+
+
+def _log(nvrtc, prog) -> str:
+    _err, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    buf = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    return buf.rstrip(b"\0").decode(errors="replace")
+
+
+def _check(nvrtc, err, what: str) -> None:
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"{what} failed: {nvrtc.nvrtcGetErrorString(err)[1].decode()}")

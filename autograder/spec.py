@@ -1,0 +1,135 @@
+"""The assignment spec: what an instructor writes in ``assignments/<name>/spec.py``.
+
+A spec file defines ``SPEC = Spec(...)`` and nothing in ``autograder/`` changes when one is
+added. Sizes, scalar values, defines and launch geometry are *expressions* of the case
+parameters (strings such as ``"n + 4"`` or ``"cdiv(n, T)"``), so the handout, the TA report
+and the grader all show the same formula. A case is a dict of parameter values; case
+groups (``aligned``, ``ragged``, ``safety``, ``perf``, or any other name) are lists of cases.
+
+The numpy reference receives every input array (float64 copies, reshaped by ``shape``
+when given) and every scalar by name as keyword arguments, and returns a dict of output
+arrays by name.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import math
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+Case = Mapping[str, int | float]
+
+
+@dataclass(frozen=True)
+class Array:
+    name: str
+    size: str  # number of elements, an expression of the case
+    dtype: str = "float32"
+    intent: str = "in"  # "in", "out" or "inout"
+    shape: tuple[str, ...] | None = None  # for the numpy reference; defaults to (size,)
+
+
+@dataclass(frozen=True)
+class Scalar:
+    name: str
+    value: str  # an expression of the case
+    dtype: str = "int32"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """An output passes where ``|out - ref| <= atol + rtol * |ref|`` (both expressions)."""
+
+    rtol: str = "1e-5"
+    atol: str = "1e-5"
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str  # the assignment's name; the submission file is ``<name>.cu``
+    kernel: str
+    args: tuple[Array | Scalar, ...]
+    block: tuple[str, ...]  # up to three expressions
+    grid: tuple[str, ...]
+    cases: Mapping[str, tuple[Case, ...]]
+    reference: Callable[..., dict]
+    tolerance: Tolerance = Tolerance()
+    defines: Mapping[str, str] = field(default_factory=dict)  # -D NAME=<expression>
+    shared_bytes: str = "0"  # dynamic shared memory, an expression of the case
+    time_limit_s: float = 20.0  # per launch
+    inputs: Callable | None = None  # (rng, case) -> {name: array}; default uniform, never 0
+
+
+_OPERATORS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+    ast.Pow: operator.pow, ast.USub: operator.neg, ast.UAdd: operator.pos,
+}
+_FUNCTIONS = {
+    "cdiv": lambda a, b: -(-a // b), "min": min, "max": max, "sqrt": math.sqrt,
+    "log2": math.log2, "ceil": math.ceil, "floor": math.floor, "int": int, "abs": abs,
+}
+
+
+def evaluate(expression: str | int | float, case: Case) -> int | float:
+    """Evaluate a spec expression over the case's parameters (arithmetic and _FUNCTIONS only)."""
+    if isinstance(expression, int | float):
+        return expression
+    try:
+        return _eval(ast.parse(expression, mode="eval").body, case)
+    except (SyntaxError, KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+        raise SpecError(f"cannot evaluate {expression!r} for case {dict(case)}: {e}") from e
+
+
+def _eval(node: ast.AST, case: Case):
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in case:
+            raise KeyError(f"unknown parameter {node.id!r}")
+        return case[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_eval(node.left, case), _eval(node.right, case))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_eval(node.operand, case))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
+        return _FUNCTIONS[node.func.id](*(_eval(a, case) for a in node.args))
+    raise ValueError(f"unsupported syntax {ast.dump(node)}")
+
+
+def dim3(expressions: tuple[str, ...], case: Case) -> tuple[int, int, int]:
+    values = [int(evaluate(e, case)) for e in expressions]
+    return (*values, *[1] * (3 - len(values)))  # type: ignore[return-value]
+
+
+class SpecError(Exception):
+    """An assignment spec is malformed; the message names the file or expression."""
+
+
+def load_spec(directory: Path) -> Spec:
+    """Import ``directory/spec.py`` and return its ``SPEC``."""
+    path = directory / "spec.py"
+    module_name = f"_assignment_spec_{directory.name}"
+    loader = importlib.util.spec_from_file_location(module_name, path)
+    if loader is None or loader.loader is None:
+        raise SpecError(f"{path}: not found")
+    module = importlib.util.module_from_spec(loader)
+    try:
+        loader.loader.exec_module(module)
+    except Exception as e:
+        raise SpecError(f"{path}: {type(e).__name__}: {e}") from e
+    spec = getattr(module, "SPEC", None)
+    if not isinstance(spec, Spec):
+        raise SpecError(f"{path}: defines no SPEC = Spec(...)")
+    if spec.name != directory.name:
+        raise SpecError(f"{path}: SPEC.name is {spec.name!r}, the folder is {directory.name!r}")
+    return spec
+
+
+def load_course(root: Path) -> dict[str, Spec]:
+    """Every assignment under ``root/assignments``, by name."""
+    return {d.name: load_spec(d) for d in sorted((root / "assignments").iterdir()) if (d / "spec.py").exists()}
