@@ -1,0 +1,216 @@
+"""Performance scoring: a ratio student/reference turned into a fraction of an item's points.
+
+The ratio comes from one of two measurements, and the evidence says which:
+
+- ``time`` (GPU only): medians of interleaved, L2-flushed, output-checked launches
+  (``backends/gpu_timing.py``). The ratio is checked against a physical floor (the fewest
+  bytes over the measured copy bandwidth, the flops over the peak rate): a student time
+  under the floor is not trusted but flagged for a TA.
+- a counter name (``global_load_sectors``, ``shared_load_wavefronts``, ... see
+  ``Counters`` in ``backends/base.py``): the emulator's count for the student kernel over
+  the reference kernel's count on the same case. Exact, so it needs no GPU.
+
+An item whose metric is ``time`` graded without a GPU is not scored 0: its evidence says
+"not run: needs a GPU" and carries ``regrade: True`` so that a TA reruns it on a GPU.
+
+Scoring: full marks at or below ``full_at``, none at or above ``zero_at``, and between them
+the fraction falls linearly in ``log(ratio)``, so that "twice as slow" costs the same at any
+speed. Ratios from several cases combine by their geometric mean.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from autograder.spec import Array, Case, Spec, evaluate
+
+TIME = "time"
+FLOOR_SLACK = 0.9  # a measured time under 90 % of the physical floor is flagged
+
+
+def score_fraction(ratio: float, full_at: float, zero_at: float) -> float:
+    """The fraction of an item's points a ratio student/reference earns."""
+    if not full_at < zero_at:
+        raise ValueError(f"full_at ({full_at}) must be below zero_at ({zero_at})")
+    if math.isnan(ratio) or ratio >= zero_at:
+        return 0.0
+    if ratio <= full_at:
+        return 1.0
+    return math.log(zero_at / ratio) / math.log(zero_at / full_at)
+
+
+def combined_ratio(ratios: Sequence[float]) -> float:
+    """Geometric mean of per-case ratios (an infinite or NaN ratio makes it so)."""
+    if not ratios:
+        raise ValueError("no ratios to combine")
+    values = np.asarray(ratios, dtype=np.float64)
+    if np.isnan(values).any():
+        return math.nan
+    if np.isinf(values).any():
+        return math.inf
+    return float(np.exp(np.log(values).mean()))
+
+
+# --- physical floor -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """What the device can do at best, measured on it (``bench/perf-results.md``)."""
+
+    copy_bytes_per_s: float  # device-to-device copy, bytes read + bytes written per second
+    peak_flops: float  # the fastest arithmetic a correct kernel of the course could use
+
+    def floor_ms(self, bytes_moved: float, flops: float = 0.0) -> float:
+        """The time no kernel can beat: the larger of bytes over bandwidth, flops over peak."""
+        return 1e3 * max(bytes_moved / self.copy_bytes_per_s, flops / self.peak_flops)
+
+
+# Measured on an H200 of this workplace, 2026-11-29 (GPU.md): 1 GiB torch copy 4.14 TB/s.
+# The flop ceiling is the datasheet's dense TF32 tensor rate, the fastest a float32 course
+# kernel could go, so that only a truly impossible time is flagged.
+H200 = Ceilings(copy_bytes_per_s=4.14e12, peak_flops=495e12)
+CEILINGS_BY_DEVICE = {"NVIDIA H200": H200}
+
+
+def minimum_bytes(spec: Spec, case: Case) -> int:
+    """Each array argument read or written once: the fewest bytes any kernel must move."""
+    return sum(
+        int(evaluate(arg.size, case)) * np.dtype(arg.dtype).itemsize
+        for arg in spec.args if isinstance(arg, Array)
+    )
+
+
+def below_floor(student_ms: float, floor_ms: float) -> bool:
+    """True when a measured time is physically impossible (so the measurement is suspect)."""
+    return student_ms < FLOOR_SLACK * floor_ms
+
+
+# --- evidence ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One case's interleaved timing of student and reference (from ``gpu_timing``)."""
+
+    case: Mapping[str, int | float]
+    student_ms: float  # median
+    reference_ms: float  # median
+    student_spread: float  # relative standard error of the median
+    reference_spread: float
+    repeats: int  # timed launches of each kernel
+    input_sets: int
+    device: str
+    clocks: Mapping[str, str] = field(default_factory=dict)  # e.g. {"sm_mhz": "1980", ...}
+    floor_ms: float | None = None
+
+    @property
+    def ratio(self) -> float:
+        return self.student_ms / self.reference_ms
+
+
+@dataclass(frozen=True)
+class CounterRatio:
+    """One case's counted metric for the student and the reference kernel."""
+
+    case: Mapping[str, int | float]
+    student: int
+    reference: int
+
+    @property
+    def ratio(self) -> float:
+        if self.reference == 0:
+            return 1.0 if self.student == 0 else math.inf
+        return self.student / self.reference
+
+
+@dataclass(frozen=True)
+class PerformanceEvidence:
+    """What a performance item's score rests on, for the student and the TA report."""
+
+    metric: str
+    fraction: float  # of the item's points
+    message: str  # the sentence a student reads
+    ratio: float | None = None
+    full_at: float | None = None
+    zero_at: float | None = None
+    cases: tuple[dict, ...] = ()  # one record per case (timings or counts)
+    faster_than_reference: bool = False
+    below_floor: bool = False  # a TA should look: the time beats the physics
+    regrade: bool = False  # not measured here; rerun on a GPU
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def score_timings(timings: Sequence[Timing], full_at: float, zero_at: float) -> PerformanceEvidence:
+    """Score an item with ``metric: time`` from its cases' interleaved timings."""
+    ratio = combined_ratio([t.ratio for t in timings])
+    suspect = [t for t in timings if t.floor_ms is not None and below_floor(t.student_ms, t.floor_ms)]
+    fraction = score_fraction(ratio, full_at, zero_at)
+    message = _ratio_sentence("time", ratio, full_at, zero_at)
+    if suspect:
+        message += (
+            f"; {len(suspect)} case(s) ran faster than the device's physical limit allows, "
+            "so the measurement is held for a TA to review"
+        )
+    return PerformanceEvidence(
+        metric=TIME, fraction=fraction, message=message, ratio=ratio, full_at=full_at,
+        zero_at=zero_at, cases=tuple(_timing_record(t) for t in timings),
+        faster_than_reference=ratio < 1.0, below_floor=bool(suspect),
+    )
+
+
+def score_counters(
+    metric: str, counts: Sequence[CounterRatio], full_at: float, zero_at: float
+) -> PerformanceEvidence:
+    """Score an item whose metric is an emulator counter from per-case counts."""
+    ratio = combined_ratio([c.ratio for c in counts])
+    return PerformanceEvidence(
+        metric=metric, fraction=score_fraction(ratio, full_at, zero_at),
+        message=_ratio_sentence(metric, ratio, full_at, zero_at), ratio=ratio,
+        full_at=full_at, zero_at=zero_at,
+        cases=tuple({"case": dict(c.case), "student": c.student, "reference": c.reference,
+                     "ratio": c.ratio} for c in counts),
+        faster_than_reference=ratio < 1.0,
+    )
+
+
+def counter_ratio(metric: str, case, student_totals: Mapping[str, int],
+                  reference_totals: Mapping[str, int]) -> CounterRatio:
+    """Pair one case's counts (``LaunchResult.counters.totals``) of student and reference."""
+    for who, totals in (("student", student_totals), ("reference", reference_totals)):
+        if metric not in totals:
+            raise KeyError(f"the emulator counted no {metric!r} for the {who} kernel")
+    return CounterRatio(dict(case), int(student_totals[metric]), int(reference_totals[metric]))
+
+
+def not_run(metric: str, reason: str = "needs a GPU") -> PerformanceEvidence:
+    """An item that could not be measured here: no points yet, and marked for regrading."""
+    return PerformanceEvidence(
+        metric=metric, fraction=0.0, regrade=True,
+        message=f"not run: {reason}; this item will be regraded on a GPU",
+    )
+
+
+def needs_gpu(metric: str) -> bool:
+    return metric == TIME
+
+
+def _ratio_sentence(metric: str, ratio: float, full_at: float, zero_at: float) -> str:
+    what = "time" if metric == TIME else f"{metric} (counted by the emulator)"
+    bounds = f"full marks at <= {full_at:g}x, none at >= {zero_at:g}x"
+    if not math.isfinite(ratio):
+        return f"{what}: the reference kernel counts none, yours counts some ({bounds})"
+    if ratio < 1.0:
+        return f"{what}: {ratio:.3f}x the reference: faster than the reference, full marks"
+    return f"{what}: {ratio:.3f}x the reference ({bounds})"
+
+
+def _timing_record(t: Timing) -> dict:
+    record = {k: v for k, v in asdict(t).items() if k != "case"}
+    return {"case": dict(t.case), **record, "ratio": t.ratio}

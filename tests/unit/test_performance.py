@@ -1,0 +1,126 @@
+import math
+
+import numpy as np
+import pytest
+
+from autograder import performance as perf
+from autograder.spec import Array, Scalar, Spec
+
+
+def test_full_marks_at_and_below_full_at():
+    assert perf.score_fraction(1.25, 1.25, 4.0) == 1.0
+    assert perf.score_fraction(1.0, 1.25, 4.0) == 1.0
+    assert perf.score_fraction(0.3, 1.25, 4.0) == 1.0
+
+
+def test_zero_at_and_above_zero_at():
+    assert perf.score_fraction(4.0, 1.25, 4.0) == 0.0
+    assert perf.score_fraction(40.0, 1.25, 4.0) == 0.0
+    assert perf.score_fraction(math.inf, 1.25, 4.0) == 0.0
+    assert perf.score_fraction(math.nan, 1.25, 4.0) == 0.0
+
+
+def test_log_interpolation_between():
+    # sqrt(1 * 4) = 2 is half-way on a log scale between 1 and 4
+    assert perf.score_fraction(2.0, 1.0, 4.0) == pytest.approx(0.5)
+    assert perf.score_fraction(math.sqrt(2), 1.0, 4.0) == pytest.approx(0.75)
+
+
+def test_score_is_monotone():
+    ratios = np.geomspace(0.5, 8.0, 200)
+    fractions = [perf.score_fraction(r, 1.25, 4.0) for r in ratios]
+    assert (np.diff(fractions) <= 0).all()
+
+
+def test_rejects_inverted_thresholds():
+    with pytest.raises(ValueError, match="full_at"):
+        perf.score_fraction(1.0, 4.0, 1.25)
+
+
+def test_combined_ratio_is_geometric_mean():
+    assert perf.combined_ratio([2.0, 8.0]) == pytest.approx(4.0)
+    assert perf.combined_ratio([1.0, math.inf]) == math.inf
+    assert math.isnan(perf.combined_ratio([1.0, math.nan]))
+
+
+def _timing(student_ms, reference_ms, floor_ms=None):
+    return perf.Timing(
+        case={"n": 1 << 24}, student_ms=student_ms, reference_ms=reference_ms,
+        student_spread=0.001, reference_spread=0.001, repeats=30, input_sets=4,
+        device="NVIDIA H200", clocks={"sm_mhz": "1980"}, floor_ms=floor_ms,
+    )
+
+
+def test_timing_evidence_carries_medians_spread_device_and_ratio():
+    evidence = perf.score_timings([_timing(2.0, 1.0)], full_at=1.25, zero_at=4.0)
+    assert evidence.metric == "time"
+    assert evidence.ratio == pytest.approx(2.0)
+    assert 0.0 < evidence.fraction < 1.0
+    record = evidence.to_dict()["cases"][0]
+    assert record["student_ms"] == 2.0 and record["reference_ms"] == 1.0
+    assert record["repeats"] == 30 and record["device"] == "NVIDIA H200"
+    assert record["clocks"] == {"sm_mhz": "1980"} and record["ratio"] == pytest.approx(2.0)
+    assert "2.000x the reference" in evidence.message
+
+
+def test_faster_than_reference_is_full_marks_and_said():
+    evidence = perf.score_timings([_timing(0.8, 1.0)], full_at=1.25, zero_at=4.0)
+    assert evidence.fraction == 1.0 and evidence.faster_than_reference
+    assert "faster than the reference" in evidence.message
+    assert not evidence.below_floor
+
+
+def test_time_under_the_physical_floor_is_flagged_not_trusted():
+    # 1 GiB moved at 4.14 TB/s cannot take less than 0.259 ms
+    floor = perf.H200.floor_ms(bytes_moved=1 << 30)
+    assert floor == pytest.approx(0.2594, rel=1e-3)
+    evidence = perf.score_timings([_timing(0.1, 1.0, floor_ms=floor)], full_at=1.25, zero_at=4.0)
+    assert evidence.below_floor
+    assert "TA" in evidence.message
+    honest = perf.score_timings([_timing(0.3, 1.0, floor_ms=floor)], full_at=1.25, zero_at=4.0)
+    assert not honest.below_floor
+
+
+def test_floor_takes_the_larger_of_bytes_and_flops():
+    ceilings = perf.Ceilings(copy_bytes_per_s=1e12, peak_flops=1e12)
+    assert ceilings.floor_ms(bytes_moved=1e9, flops=1e10) == pytest.approx(10.0)
+    assert ceilings.floor_ms(bytes_moved=1e10, flops=1e9) == pytest.approx(10.0)
+
+
+def test_minimum_bytes_counts_each_array_once():
+    spec = Spec(
+        name="window_sum", kernel="window_sum",
+        args=(Array("x", "n + 4"), Array("y", "n", intent="out"), Scalar("n", "n")),
+        block=("T",), grid=("cdiv(n, T)",), cases={"perf": ({"n": 1000, "T": 256},)},
+        reference=lambda x, n: {"y": x[:n]},
+    )
+    assert perf.minimum_bytes(spec, {"n": 1000, "T": 256}) == 4 * (1004 + 1000)
+
+
+def test_counter_metric_scores_the_counter_ratio():
+    counts = [
+        perf.counter_ratio("global_load_sectors", {"n": 1000},
+                           {"global_load_sectors": 300}, {"global_load_sectors": 100}),
+    ]
+    evidence = perf.score_counters("global_load_sectors", counts, full_at=1.0, zero_at=9.0)
+    assert evidence.ratio == pytest.approx(3.0)
+    assert evidence.fraction == pytest.approx(0.5)
+    assert evidence.cases[0]["student"] == 300 and evidence.cases[0]["reference"] == 100
+    assert "global_load_sectors" in evidence.message and not evidence.regrade
+
+
+def test_counter_zero_in_reference():
+    assert perf.CounterRatio({}, 0, 0).ratio == 1.0
+    assert perf.CounterRatio({}, 5, 0).ratio == math.inf
+
+
+def test_missing_counter_is_a_clear_error():
+    with pytest.raises(KeyError, match="student"):
+        perf.counter_ratio("flops", {}, {}, {"flops": 3})
+
+
+def test_time_without_gpu_is_not_run_and_marked_for_regrading():
+    assert perf.needs_gpu("time") and not perf.needs_gpu("global_load_sectors")
+    evidence = perf.not_run("time")
+    assert evidence.regrade and evidence.fraction == 0.0
+    assert evidence.message.startswith("not run: needs a GPU")
