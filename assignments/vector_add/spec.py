@@ -1,0 +1,29 @@
+"""vector_add: c = a + b, one element per thread (handout: README.md beside this file)."""
+
+from autograder.spec import Array, Scalar, Spec, Tolerance
+
+
+def reference(a, b, n):
+    return {"c": a + b}
+
+
+SPEC = Spec(
+    name="vector_add",
+    kernel="vector_add",
+    args=(
+        Array("a", "n"),
+        Array("b", "n"),
+        Array("c", "n", intent="out"),
+        Scalar("n", "n"),
+    ),
+    block=("256",),
+    grid=("cdiv(n, 256)",),
+    cases={
+        "aligned": ({"n": 256}, {"n": 4096}, {"n": 65536}),
+        "ragged": ({"n": 1}, {"n": 10}, {"n": 1000}, {"n": 1_000_003}),
+        "safety": ({"n": 1}, {"n": 1000}, {"n": 2053}),
+        "perf": ({"n": 1 << 26},),
+    },
+    reference=reference,
+    tolerance=Tolerance(rtol="1e-6", atol="1e-6"),
+)
