@@ -71,6 +71,7 @@ FINDING_CHECKS: dict[str, str] = {
     "deadlock": "barriers",
     "shared_race": "barriers",
     "uninitialized_shared_read": "barriers",
+    "uninitialized_global_read": "bounds",  # compute-sanitizer initcheck (--sanitize) only
     "instruction_budget": "correctness",
 }
 

@@ -1,0 +1,242 @@
+"""``--sanitize``: the safety cases on the GPU under ``compute-sanitizer``, as findings.
+
+The emulator is the grader's own oracle for bounds, barriers and races; NVIDIA's
+``compute-sanitizer`` is a second one on real hardware. Each tool (memcheck, racecheck,
+initcheck) runs the case's launches in a child process (``python -m autograder.sanitize
+LAUNCHES``) with a time limit, and its text report becomes :class:`Finding` values with the
+thread, block and ``file.cu:LINE`` it names, collapsed like the emulator's (one finding per
+kind and line, ``others`` counting the rest).
+
+What the sanitizer cannot see (measured on an H200, ``shared/GPU.md``): an early ``return``
+before ``__syncthreads()`` and a barrier inside ``if (i < n)`` pass every tool, because the
+hardware releases a barrier when threads exit; only the emulator names those.
+
+The report format parsed here is compute-sanitizer's text output (CUDA 11 to 13): a record
+starts at a header line (``Invalid __global__ write of size 4 bytes``, ``Uninitialized
+__global__ memory read ...``, ``Potential RAW hazard detected at __shared__ ...``, ``Race
+reported between ...``) and its detail lines follow, each prefixed with ``=========``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from autograder.backends.base import Dim3, Finding
+
+TOOLS = ("memcheck", "racecheck", "initcheck")
+PREFIX = re.compile(r"^=+ ?")
+
+_SEVERITY = r"^(?:ERROR|Error|WARNING|Warning): "
+_DIM3 = r"\(\s*(\d+),\s*(\d+),\s*(\d+)\s*\)"
+_LOCATION = re.compile(r"\bin (?P<file>[^\s:]+):(?P<line>\d+)")
+_THREAD_BLOCK = re.compile(rf"by thread {_DIM3} in block {_DIM3}")
+_NEAREST = re.compile(
+    r"(?P<distance>[\d,]+) bytes (?P<side>after|before) the nearest allocation at \S+ "
+    r"of size (?P<size>[\d,]+) bytes"
+)
+_INVALID = re.compile(r"^Invalid (?P<space>__\w+__) (?P<access>read|write) of size (?P<bytes>\d+)")
+_UNINITIALIZED = re.compile(r"^Uninitialized (?P<space>__\w+__) memory read of size (?P<bytes>\d+)")
+_HAZARD = re.compile(
+    _SEVERITY + rf"(?:\(.*?\) )?Potential (?P<hazard>RAW|WAR|WAW) hazard "
+    rf"detected at __shared__ (?P<address>0x[0-9a-fA-F]+) in block {_DIM3}"
+)
+_HAZARD_THREAD = re.compile(rf"^(?P<access>Read|Write) Thread {_DIM3} at ")
+_RACE = re.compile(_SEVERITY + r"Race reported between (?P<access>Read|Write) access at ")
+_RACE_OTHER = re.compile(r"^and (?P<access>Read|Write) access at .*?(?:\[(?P<hazards>\d+) hazards?\])?$")
+_SUMMARY = re.compile(r"^(?:ERROR|RACECHECK) SUMMARY: (?P<count>\d+)")
+
+
+@dataclass
+class _Record:
+    """One report of the sanitizer: its header line and the detail lines after it."""
+
+    header: re.Match
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "\n".join([self.header.string, *self.lines])
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A buffer the launch allocated, so that a byte distance can name an element."""
+
+    name: str
+    itemsize: int
+
+
+def parse(text: str, tool: str, allocations: Mapping[int, Allocation] | None = None) -> list[Finding]:
+    """Findings from one compute-sanitizer run's text; ``allocations`` maps bytes to buffers."""
+    findings = [_finding(record, tool, allocations or {}) for record in _records(text)]
+    return collapse([f for f in findings if f is not None])
+
+
+def error_count(text: str) -> int | None:
+    """The sanitizer's own count from its summary line, when it printed one."""
+    for line in _lines(text):
+        match = _SUMMARY.match(line)
+        if match:
+            return int(match["count"])
+    return None
+
+
+def collapse(findings: Sequence[Finding]) -> list[Finding]:
+    """One finding per kind and source line (the first one seen), ``others`` counting the rest."""
+    first: dict[tuple, Finding] = {}
+    counts: dict[tuple, int] = {}
+    for finding in findings:
+        key = (finding.kind, finding.line, finding.array)
+        first.setdefault(key, finding)
+        counts[key] = counts.get(key, 0) + 1 + finding.others
+    return [_with_others(first[key], counts[key] - 1) for key in first]
+
+
+def _with_others(finding: Finding, others: int) -> Finding:
+    fields = {name: getattr(finding, name) for name in Finding.__dataclass_fields__}
+    return Finding(**{**fields, "others": others})
+
+
+def _lines(text: str) -> list[str]:
+    return [PREFIX.sub("", line).strip() for line in text.splitlines() if line.startswith("=")]
+
+
+def _records(text: str) -> list[_Record]:
+    records: list[_Record] = []
+    for line in _lines(text):
+        header = _header(line)
+        if header is not None:
+            records.append(_Record(header))
+        elif records and line and not _SUMMARY.match(line):
+            records[-1].lines.append(line)
+    return records
+
+
+def _header(line: str) -> re.Match | None:
+    for pattern in (_INVALID, _UNINITIALIZED, _HAZARD, _RACE):
+        match = pattern.match(line)
+        if match:
+            return match
+    return None
+
+
+def _finding(record: _Record, tool: str, allocations: Mapping[int, Allocation]) -> Finding | None:
+    pattern = record.header.re
+    if pattern is _INVALID:
+        return _invalid_access(record, tool, allocations)
+    if pattern is _UNINITIALIZED:
+        return _uninitialized(record, tool)
+    if pattern is _HAZARD:
+        return _hazard(record, tool)
+    return _race(record, tool)
+
+
+def _location(text: str) -> tuple[str | None, int | None]:
+    match = _LOCATION.search(text)
+    if match is None:
+        return None, None
+    return match["file"].rsplit("/", 1)[-1], int(match["line"])
+
+
+def _thread_block(text: str) -> tuple[Dim3 | None, Dim3 | None]:
+    match = _THREAD_BLOCK.search(text)
+    if match is None:
+        return None, None
+    values = tuple(int(v) for v in match.groups())
+    return values[:3], values[3:]  # type: ignore[return-value]
+
+
+def _where(file: str | None, line: int | None) -> str:
+    return f"{file}:{line}" if file and line else "(no source line: compile with -lineinfo)"
+
+
+def _who(thread: Dim3 | None, block: Dim3 | None) -> str:
+    if thread is None:
+        return "a thread"
+    return f"thread {_dim(thread)} of block {_dim(block)}"
+
+
+def _dim(value: Dim3 | None) -> str:
+    return "(?)" if value is None else "({},{},{})".format(*value)
+
+
+def _invalid_access(record: _Record, tool: str, allocations: Mapping[int, Allocation]) -> Finding:
+    header = record.header
+    misaligned = "misaligned" in record.text
+    kind = "misaligned_access" if misaligned else f"out_of_bounds_{header['access']}"
+    file, line = _location(record.text)
+    thread, block = _thread_block(record.text)
+    verb = "read" if header["access"] == "read" else "wrote"
+    what = f"{verb} {header['bytes']} bytes of {header['space']} memory"
+    array = index = bound = None
+    nearest = _NEAREST.search(record.text)
+    if misaligned:
+        detail = f"{what} at a misaligned address"
+    elif nearest is None:
+        detail = f"{what} outside every allocation"
+    elif _number(nearest["size"]) in allocations:
+        array, index, bound = _element(nearest, allocations[_number(nearest["size"])])
+        side = "past its end" if index >= bound else "before its start"
+        detail = f"{verb} {array}[{index}] {side} ({array} has {bound} elements)"
+    else:
+        detail = f"{what} {_number(nearest['distance'])} bytes {_side(nearest)} an allocation of " \
+                 f"{_number(nearest['size'])} bytes"
+    message = f"{_where(file, line)}: {_who(thread, block)} {detail} [compute-sanitizer {tool}]"
+    return Finding(kind, message, line, thread, block, array, index, bound)
+
+
+def _element(nearest: re.Match, allocation: Allocation) -> tuple[str, int, int]:
+    """The array, element index and bound that a byte distance from an allocation means."""
+    distance, itemsize = _number(nearest["distance"]), allocation.itemsize
+    bound = _number(nearest["size"]) // itemsize
+    index = bound + distance // itemsize if nearest["side"] == "after" else -(-distance // itemsize)
+    return allocation.name, index, bound
+
+
+def _side(nearest: re.Match) -> str:
+    return "after the end of" if nearest["side"] == "after" else "before the start of"
+
+
+def _uninitialized(record: _Record, tool: str) -> Finding:
+    file, line = _location(record.text)
+    thread, block = _thread_block(record.text)
+    message = (f"{_where(file, line)}: {_who(thread, block)} read {record.header['bytes']} bytes of "
+               f"{record.header['space']} memory that nothing wrote [compute-sanitizer {tool}]")
+    return Finding("uninitialized_global_read", message, line, thread, block)
+
+
+def _hazard(record: _Record, tool: str) -> Finding:
+    header = record.header
+    block = tuple(int(v) for v in header.groups()[2:5])
+    accesses = [(m, _location(line)) for line in record.lines if (m := _HAZARD_THREAD.match(line))]
+    parts = [f"{m['access'].lower()} by thread ({m[2]},{m[3]},{m[4]}) at {_where(*loc)}"
+             for m, loc in accesses]
+    # a race is located at its write: every race has one, and it is what a barrier must order
+    write = next(((m, loc) for m, loc in accesses if m["access"] == "Write"), None)
+    thread = tuple(int(v) for v in write[0].groups()[1:4]) if write else None
+    file, line = write[1] if write else (None, None)
+    message = (f"{_where(file, line)}: {header['hazard']} race on shared memory in block {_dim(block)}: "
+               f"{' and '.join(parts) or 'accesses'} with no barrier between them [compute-sanitizer {tool}]")
+    return Finding("shared_race", message, line, thread, block)  # type: ignore[arg-type]
+
+
+def _race(record: _Record, tool: str) -> Finding:
+    header = record.header
+    accesses = [(header["access"], _location(header.string))]
+    hazards = 0
+    for text in record.lines:
+        match = _RACE_OTHER.match(text)
+        if match:
+            accesses.append((match["access"], _location(text)))
+            hazards += int(match["hazards"] or 1)
+    file, line = next((loc for access, loc in accesses if access == "Write"), accesses[0][1])
+    between = " and ".join(f"a {access.lower()} at {_where(*loc)}" for access, loc in accesses)
+    message = (f"{_where(file, line)}: race on shared memory between {between} with no barrier "
+               f"between them ({max(hazards, 1)} hazards) [compute-sanitizer {tool}]")
+    return Finding("shared_race", message, line)
+
+
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))

@@ -1,0 +1,152 @@
+"""The compute-sanitizer report parser, on outputs written from its documented text format."""
+
+from autograder import sanitize
+from autograder.backends.base import FINDING_CHECKS
+
+MEMCHECK = """\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 4 bytes
+=========     at vector_add+0x90 in /tmp/grade/vector_add.cu:5
+=========     by thread (232,0,0) in block (3,0,0)
+=========     Address 0x7f3c5e600fa0 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7f3c5e600000 of size 4,000 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: [0x2f7a4e] in libcuda.so.1
+=========
+========= Invalid __global__ write of size 4 bytes
+=========     at vector_add+0x90 in /tmp/grade/vector_add.cu:5
+=========     by thread (233,0,0) in block (3,0,0)
+=========     Address 0x7f3c5e600fa4 is out of bounds
+=========     and is 5 bytes after the nearest allocation at 0x7f3c5e600000 of size 4,000 bytes
+=========
+========= Invalid __global__ read of size 4 bytes
+=========     at vector_add+0x70 in /tmp/grade/vector_add.cu:5
+=========     by thread (232,0,0) in block (3,0,0)
+=========     Address 0x7f3c5e601fa0 is out of bounds
+=========     and is 4,097 bytes after the nearest allocation at 0x7f3c5e601000 of size 3,000 bytes
+=========
+========= ERROR SUMMARY: 3 errors
+"""
+
+MEMCHECK_OLD = """\
+========= CUDA-MEMCHECK
+========= Invalid __shared__ read of size 4
+=========     at 0x000000c8 in /home/u/window_sum.cu:14:window_sum(float const*, float*, int)
+=========     by thread (9,0,0) in block (0,0,0)
+=========     Address 0x00000410 is out of bounds
+=========
+========= Invalid __global__ read of size 8
+=========     at 0x000000d0 in /home/u/window_sum.cu:16:window_sum(float const*, float*, int)
+=========     by thread (1,0,0) in block (0,0,0)
+=========     Address 0x7f0000000003 is misaligned
+=========
+========= ERROR SUMMARY: 2 errors
+"""
+
+INITCHECK = """\
+========= COMPUTE-SANITIZER
+========= Uninitialized __global__ memory read of size 4 bytes
+=========     at gemm+0x1c0 in gemm.cu:21
+=========     by thread (3,1,0) in block (0,2,0)
+=========     Address 0x7f0000400000
+=========
+========= ERROR SUMMARY: 1 error
+"""
+
+RACECHECK_HAZARD = """\
+========= COMPUTE-SANITIZER
+========= Error: Potential WAR hazard detected at __shared__ 0x84 in block (2,0,0) :
+=========     Read Thread (31,0,0) at window_sum+0x1a0 in window_sum.cu:16
+=========     Write Thread (1,0,0) at window_sum+0x120 in window_sum.cu:12
+=========     Current Value : 0, Incoming Value : 1
+=========
+========= Error: Potential RAW hazard detected at __shared__ 0x88 in block (3,0,0) :
+=========     Write Thread (2, 0, 0) at 0x00001078 in window_sum.cu:12:window_sum(float const*, float*, int)
+=========     Read Thread (30, 0, 0) at 0x00000748 in window_sum.cu:16:window_sum(float const*, float*, int)
+=========     Current Value : 194
+=========
+========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)
+"""
+
+RACECHECK_ANALYSIS = """\
+========= COMPUTE-SANITIZER
+========= Error: Race reported between Write access at gemm_tiled+0x3e0 in gemm_tiled.cu:24
+=========     and Read access at gemm_tiled+0x4f0 in gemm_tiled.cu:29 [4096 hazards]
+=========     and Read access at gemm_tiled+0x510 in gemm_tiled.cu:29 [2048 hazards]
+=========
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+"""
+
+CLEAN = """\
+========= COMPUTE-SANITIZER
+========= ERROR SUMMARY: 0 errors
+"""
+
+
+def test_memcheck_out_of_bounds_write_names_thread_block_line_and_element():
+    allocations = {4000: sanitize.Allocation("c", 4)}
+    findings = sanitize.parse(MEMCHECK, "memcheck", allocations)
+    write = next(f for f in findings if f.kind == "out_of_bounds_write")
+    assert (write.line, write.thread, write.block) == (5, (232, 0, 0), (3, 0, 0))
+    assert (write.array, write.index, write.bound) == ("c", 1000, 1000)
+    assert write.others == 1  # thread 233 collapsed into it
+    assert write.message == (
+        "vector_add.cu:5: thread (232,0,0) of block (3,0,0) wrote c[1000] past its end "
+        "(c has 1000 elements) [compute-sanitizer memcheck]"
+    )
+
+
+def test_memcheck_unknown_allocation_reports_bytes_past_the_end():
+    read = next(f for f in sanitize.parse(MEMCHECK, "memcheck") if f.kind == "out_of_bounds_read")
+    assert read.array is None and read.line == 5
+    assert "4097 bytes after the end of an allocation of 3000 bytes" in read.message
+
+
+def test_memcheck_old_format_shared_and_misaligned():
+    findings = sanitize.parse(MEMCHECK_OLD, "memcheck")
+    kinds = {f.kind: f for f in findings}
+    assert set(kinds) == {"out_of_bounds_read", "misaligned_access"}
+    shared = kinds["out_of_bounds_read"]
+    assert (shared.line, shared.thread) == (14, (9, 0, 0))
+    assert "__shared__" in shared.message and shared.message.startswith("window_sum.cu:14:")
+    assert kinds["misaligned_access"].line == 16
+
+
+def test_initcheck_uninitialized_global_read():
+    (finding,) = sanitize.parse(INITCHECK, "initcheck")
+    assert finding.kind == "uninitialized_global_read"
+    assert (finding.line, finding.thread, finding.block) == (21, (3, 1, 0), (0, 2, 0))
+    assert finding.check == "bounds"
+
+
+def test_racecheck_hazard_report_names_both_threads_and_lines():
+    (finding,) = sanitize.parse(RACECHECK_HAZARD, "racecheck")
+    assert finding.kind == "shared_race" and finding.check == "barriers"
+    assert (finding.line, finding.thread, finding.block) == (12, (1, 0, 0), (2, 0, 0))
+    assert finding.others == 1
+    assert "WAR race on shared memory in block (2,0,0)" in finding.message
+    assert "write by thread (1,0,0) at window_sum.cu:12" in finding.message
+
+
+def test_racecheck_analysis_report_counts_hazards():
+    (finding,) = sanitize.parse(RACECHECK_ANALYSIS, "racecheck")
+    assert finding.kind == "shared_race" and finding.line == 24
+    assert "6144 hazards" in finding.message
+    assert "a read at gemm_tiled.cu:29" in finding.message
+
+
+def test_clean_run_has_no_findings_and_a_zero_count():
+    assert sanitize.parse(CLEAN, "memcheck") == []
+    assert sanitize.error_count(CLEAN) == 0
+    assert sanitize.error_count(MEMCHECK) == 3
+    assert sanitize.error_count("python crashed") is None
+
+
+def test_every_kind_is_a_known_finding_kind():
+    texts = MEMCHECK + MEMCHECK_OLD + INITCHECK + RACECHECK_HAZARD + RACECHECK_ANALYSIS
+    assert {f.kind for f in sanitize.parse(texts, "memcheck")} <= set(FINDING_CHECKS)
+
+
+def test_program_output_between_reports_is_ignored():
+    text = "hello from printf\n" + MEMCHECK.replace("=========\n", "=========\nsome stdout\n", 1)
+    assert len(sanitize.parse(text, "memcheck")) == 2
