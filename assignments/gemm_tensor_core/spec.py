@@ -1,0 +1,35 @@
+"""gemm_tensor_core: C = AB, half inputs, float accumulation through wmma (handout: README.md)."""
+
+from autograder.spec import Array, Scalar, Spec, Tolerance
+
+
+def reference(A, B, M, N, K):
+    return {"C": A @ B}
+
+
+def _shapes(*shapes):
+    return tuple({"M": m, "N": n, "K": k} for m, n, k in shapes)
+
+
+SPEC = Spec(
+    name="gemm_tensor_core",
+    kernel="gemm_tensor_core",
+    args=(
+        Array("A", "M * K", dtype="float16", shape=("M", "K")),
+        Array("B", "K * N", dtype="float16", shape=("K", "N")),
+        Array("C", "M * N", intent="out", shape=("M", "N")),
+        Scalar("M", "M"),
+        Scalar("N", "N"),
+        Scalar("K", "K"),
+    ),
+    block=("128",),
+    grid=("cdiv(N, 128)", "cdiv(M, 128)"),
+    cases={
+        "aligned": _shapes((128, 128, 64), (256, 128, 128)),
+        "ragged": _shapes((1, 1, 1), (33, 47, 13), (130, 200, 70)),
+        "safety": _shapes((64, 64, 64), (33, 47, 40), (70, 66, 35)),
+        "perf": _shapes((4096, 4096, 4096), (2053, 2039, 2048)),
+    },
+    reference=reference,
+    tolerance=Tolerance(rtol="1e-3", atol="2e-5 * K + 1e-4"),
+)

@@ -1,0 +1,36 @@
+"""gemm_tiled: C = AB through TILE×TILE shared-memory tiles, one output per thread (handout: README.md)."""
+
+from autograder.spec import Array, Scalar, Spec, Tolerance
+
+
+def reference(A, B, M, N, K):
+    return {"C": A @ B}
+
+
+def _shapes(T, *shapes):
+    return tuple({"T": T, "M": m, "N": n, "K": k} for m, n, k in shapes)
+
+
+SPEC = Spec(
+    name="gemm_tiled",
+    kernel="gemm_tiled",
+    args=(
+        Array("A", "M * K", shape=("M", "K")),
+        Array("B", "K * N", shape=("K", "N")),
+        Array("C", "M * N", intent="out", shape=("M", "N")),
+        Scalar("M", "M"),
+        Scalar("N", "N"),
+        Scalar("K", "K"),
+    ),
+    defines={"TILE": "T"},
+    block=("T", "T"),
+    grid=("cdiv(N, T)", "cdiv(M, T)"),
+    cases={
+        "aligned": _shapes(8, (64, 64, 64)) + _shapes(16, (128, 128, 128)) + _shapes(32, (128, 64, 96)),
+        "ragged": _shapes(8, (1, 1, 1), (33, 17, 9)) + _shapes(16, (100, 70, 130)) + _shapes(32, (65, 97, 33)),
+        "safety": _shapes(8, (33, 47, 40)) + _shapes(16, (64, 64, 64), (70, 66, 35)) + _shapes(32, (40, 45, 70)),
+        "perf": _shapes(32, (2048, 2048, 2048), (2053, 2039, 2048), (2048, 11008, 4096)),
+    },
+    reference=reference,
+    tolerance=Tolerance(rtol="1e-4", atol="1e-5 * K + 1e-5"),
+)

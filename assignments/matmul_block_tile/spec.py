@@ -1,0 +1,44 @@
+"""matmul_block_tile: C = AᵀB with an L×L block tile of V×V thread tiles (handout: README.md)."""
+
+from autograder.spec import Array, Scalar, Spec, Tolerance
+
+
+def reference(A, B, M, N, K):
+    return {"C": A.T @ B}
+
+
+def _shapes(L, V, S, *shapes):
+    return tuple({"L": L, "V": V, "S": S, "M": m, "N": n, "K": k} for m, n, k in shapes)
+
+
+SPEC = Spec(
+    name="matmul_block_tile",
+    kernel="matmul_block_tile",
+    args=(
+        Array("A", "K * M", shape=("K", "M")),
+        Array("B", "K * N", shape=("K", "N")),
+        Array("C", "M * N", intent="out", shape=("M", "N")),
+        Scalar("M", "M"),
+        Scalar("N", "N"),
+        Scalar("K", "K"),
+    ),
+    defines={"L": "L", "V": "V", "S": "S"},
+    block=("L / V", "L / V"),
+    grid=("cdiv(N, L)", "cdiv(M, L)"),
+    cases={
+        "aligned": _shapes(32, 4, 8, (64, 64, 64), (128, 128, 128))
+        + _shapes(64, 8, 8, (128, 128, 64))
+        + _shapes(64, 4, 16, (128, 64, 128))
+        + _shapes(128, 8, 8, (256, 256, 64)),
+        "ragged": _shapes(32, 4, 8, (1, 1, 1), (33, 47, 13), (100, 70, 130))
+        + _shapes(64, 8, 8, (65, 130, 17))
+        + _shapes(64, 4, 16, (70, 65, 33))
+        + _shapes(128, 8, 8, (130, 129, 9)),
+        "safety": _shapes(32, 4, 8, (64, 64, 64), (33, 47, 40))
+        + _shapes(64, 8, 8, (70, 66, 35))
+        + _shapes(64, 4, 16, (64, 64, 64)),
+        "perf": _shapes(128, 8, 8, (4096, 4096, 4096), (2053, 2039, 2048)),
+    },
+    reference=reference,
+    tolerance=Tolerance(rtol="1e-4", atol="1e-5 * K + 1e-5"),
+)

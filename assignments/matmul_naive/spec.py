@@ -1,0 +1,35 @@
+"""matmul_naive: C = AᵀB, one output per thread (handout: README.md beside this file)."""
+
+from autograder.spec import Array, Scalar, Spec, Tolerance
+
+
+def reference(A, B, M, N, K):
+    return {"C": A.T @ B}
+
+
+def _shapes(*shapes):
+    return tuple({"M": m, "N": n, "K": k} for m, n, k in shapes)
+
+
+SPEC = Spec(
+    name="matmul_naive",
+    kernel="matmul_naive",
+    args=(
+        Array("A", "K * M", shape=("K", "M")),
+        Array("B", "K * N", shape=("K", "N")),
+        Array("C", "M * N", intent="out", shape=("M", "N")),
+        Scalar("M", "M"),
+        Scalar("N", "N"),
+        Scalar("K", "K"),
+    ),
+    block=("16", "16"),
+    grid=("cdiv(N, 16)", "cdiv(M, 16)"),
+    cases={
+        "aligned": _shapes((64, 64, 64), (128, 128, 128), (256, 128, 64)),
+        "ragged": _shapes((1, 1, 1), (33, 17, 5), (100, 130, 70), (257, 129, 65)),
+        "safety": _shapes((64, 64, 64), (33, 47, 40), (70, 33, 65)),
+        "perf": _shapes((2048, 2048, 2048), (2053, 2039, 2048)),
+    },
+    reference=reference,
+    tolerance=Tolerance(rtol="1e-4", atol="1e-5 * K + 1e-5"),
+)

@@ -1,0 +1,36 @@
+"""matmul_register_tile: C = AᵀB, a V×V output tile per thread in registers (handout: README.md)."""
+
+from autograder.spec import Array, Scalar, Spec, Tolerance
+
+
+def reference(A, B, M, N, K):
+    return {"C": A.T @ B}
+
+
+def _shapes(V, *shapes):
+    return tuple({"V": V, "M": m, "N": n, "K": k} for m, n, k in shapes)
+
+
+SPEC = Spec(
+    name="matmul_register_tile",
+    kernel="matmul_register_tile",
+    args=(
+        Array("A", "K * M", shape=("K", "M")),
+        Array("B", "K * N", shape=("K", "N")),
+        Array("C", "M * N", intent="out", shape=("M", "N")),
+        Scalar("M", "M"),
+        Scalar("N", "N"),
+        Scalar("K", "K"),
+    ),
+    defines={"V": "V"},
+    block=("16", "16"),
+    grid=("cdiv(N, 16 * V)", "cdiv(M, 16 * V)"),
+    cases={
+        "aligned": _shapes(2, (64, 64, 64), (128, 128, 128)) + _shapes(4, (128, 128, 64), (256, 128, 96)),
+        "ragged": _shapes(2, (1, 1, 1), (33, 70, 17)) + _shapes(4, (65, 63, 9), (200, 130, 70)),
+        "safety": _shapes(2, (64, 64, 64), (45, 33, 40)) + _shapes(4, (64, 64, 64), (70, 66, 35)),
+        "perf": _shapes(4, (2048, 2048, 2048), (2053, 2039, 2048)),
+    },
+    reference=reference,
+    tolerance=Tolerance(rtol="1e-4", atol="1e-5 * K + 1e-5"),
+)

@@ -1,0 +1,299 @@
+"""Check and time every reference kernel of the course on a GPU, against cuBLAS and a device copy.
+
+Run on the device machine from the repository root (CuPy compiles the references with NVRTC,
+torch gives float64 answers, cuBLAS and the copy roof):
+
+    python3 bench/references/bench.py [--quick] [--out DIR]
+
+Every timed output is compared with a float64 torch answer first. Times are medians of CUDA
+event timings after a warm-up. The table printed last is what bench/references/results.md records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import traceback
+from pathlib import Path
+
+import cupy as cp
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+ROWS: list[dict] = []
+
+
+def kernel(name: str, **defines):
+    source = (ROOT / "reference" / f"{name}.cu").read_text()
+    options = ("--std=c++17", "-lineinfo", "-I/usr/local/cuda/include",
+               *(f"-D{k}={v}" for k, v in defines.items()))
+    module = cp.RawModule(code=source, options=options, name_expressions=(name,))
+    return module.get_function(name)
+
+
+def median_ms(fn, reps: int = 20, warm: int = 3) -> float:
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def rand(*shape, dtype=torch.float32):
+    sign = torch.randint(0, 2, shape, device="cuda") * 2 - 1
+    return ((torch.rand(*shape, device="cuda") + 0.5) * sign).to(dtype)
+
+
+def cupy_of(t: torch.Tensor):
+    return cp.asarray(t)
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    out, ref = out.double(), ref.double()
+    if torch.isnan(out).any():
+        return float("nan")
+    return float((out - ref).norm() / ref.norm())
+
+
+def record(what: str, case: str, ms: float | None, err: float, work: float, unit: str, roof: float | None):
+    rate = work / (ms * 1e-3) if ms else float("nan")
+    row = {"what": what, "case": case, "ms": ms, "rel_err": err, "rate": rate, "unit": unit,
+           "roof": roof, "fraction": rate / roof if roof else None}
+    ROWS.append(row)
+    frac = f"{100 * row['fraction']:.1f} %" if row["fraction"] else ""
+    print(f"{what:40s} {case:24s} {ms or float('nan'):9.3f} ms  {rate / 1e12:8.2f} {unit}  err {err:.1e}  {frac}",
+          flush=True)
+
+
+def guarded(fn):
+    def run(*args, **kwargs):
+        try:
+            fn(*args, **kwargs)
+        except Exception:
+            print(f"FAILED {fn.__name__}{args}{kwargs}", flush=True)
+            traceback.print_exc()
+    return run
+
+
+# --- roofs ----------------------------------------------------------------------------------
+
+def copy_roof(n: int) -> float:
+    src, dst = torch.empty(n, device="cuda"), torch.empty(n, device="cuda")
+    src.uniform_()
+    ms = median_ms(lambda: dst.copy_(src))
+    record("device copy (torch)", f"n={n}", ms, 0.0, 8 * n, "TB/s", None)
+    return 8 * n / (ms * 1e-3)
+
+
+def sgemm_roof(M: int, N: int, K: int, transposed: bool) -> float:
+    A = rand(K, M) if transposed else rand(M, K)
+    B = rand(K, N)
+    fn = (lambda: A.t() @ B) if transposed else (lambda: A @ B)
+    ms = median_ms(fn)
+    record(f"cuBLAS SGEMM {'AtB' if transposed else 'AB'}", f"{M}x{N}x{K}", ms, 0.0, 2 * M * N * K, "TFLOP/s", None)
+    return 2 * M * N * K / (ms * 1e-3)
+
+
+def hgemm_roof(M: int, N: int, K: int) -> float:
+    A, B = rand(M, K, dtype=torch.half), rand(K, N, dtype=torch.half)
+    ms = median_ms(lambda: A @ B)
+    record("cuBLAS HGEMM AB (fp16)", f"{M}x{N}x{K}", ms, 0.0, 2 * M * N * K, "TFLOP/s", None)
+    return 2 * M * N * K / (ms * 1e-3)
+
+
+# --- memory-bound kernels ---------------------------------------------------------------------
+
+@guarded
+def vector_add(n: int, roof: float):
+    f = kernel("vector_add")
+    a, b = rand(n), rand(n)
+    c = torch.full((n,), float("nan"), device="cuda")
+    args = (cupy_of(a), cupy_of(b), cupy_of(c), np.int32(n))
+    launch = lambda: f((cdiv(n, 256),), (256,), args)  # noqa: E731
+    launch()
+    err = rel_err(c, a.double() + b.double())
+    record("vector_add", f"n={n}", median_ms(launch), err, 12 * n, "TB/s", roof)
+
+
+@guarded
+def window_sum(n: int, T: int, roof: float):
+    f = kernel("window_sum", BLOCK=T)
+    x = rand(n + 4)
+    y = torch.full((n,), float("nan"), device="cuda")
+    args = (cupy_of(x), cupy_of(y), np.int32(n))
+    launch = lambda: f((cdiv(n, T),), (T,), args)  # noqa: E731
+    launch()
+    xd = x.double()
+    err = rel_err(y, sum(xd[d : d + n] for d in range(5)))
+    record(f"window_sum T={T}", f"n={n}", median_ms(launch), err, 8 * n, "TB/s", roof)
+
+
+@guarded
+def transpose(rows: int, cols: int, T: int, R: int, roof: float):
+    f = kernel("transpose", TILE=T, BLOCK_ROWS=R)
+    x = rand(rows, cols)
+    y = torch.full((cols, rows), float("nan"), device="cuda")
+    args = (cupy_of(x), cupy_of(y), np.int32(rows), np.int32(cols))
+    launch = lambda: f((cdiv(cols, T), cdiv(rows, T)), (T, R), args)  # noqa: E731
+    launch()
+    err = float((y != x.t()).sum())  # exact copy expected: count of wrong entries
+    record(f"transpose TILE={T} ROWS={R}", f"{rows}x{cols}", median_ms(launch), err, 8 * rows * cols, "TB/s", roof)
+
+
+@guarded
+def reduction(n: int, T: int, G: int, roof: float):
+    f = kernel("reduction", BLOCK=T)
+    x = rand(n)
+    s = torch.full((1,), 0.75, device="cuda")
+    args = (cupy_of(x), cupy_of(s), np.int32(n))
+    launch = lambda: f((min(cdiv(n, T), G),), (T,), args)  # noqa: E731
+    launch()
+    want = 0.75 + x.double().sum()
+    err = float(abs(s.double() - want) / max(abs(want), 1.0))
+    record(f"reduction T={T} G={G}", f"n={n}", median_ms(launch), err, 4 * n, "TB/s", roof)
+
+
+# --- GEMMs ------------------------------------------------------------------------------------
+
+def atb_case(M, N, K):
+    A, B = rand(K, M), rand(K, N)
+    return A, B, A.double().t() @ B.double()
+
+
+@guarded
+def matmul(name: str, M: int, N: int, K: int, roof: float, block, grid, reps=10, **defines):
+    f = kernel(name, **defines)
+    A, B, want = atb_case(M, N, K)
+    C = torch.full((M, N), float("nan"), device="cuda")
+    args = (cupy_of(A), cupy_of(B), cupy_of(C), np.int32(M), np.int32(N), np.int32(K))
+    launch = lambda: f(grid, block, args)  # noqa: E731
+    launch()
+    err = rel_err(C, want)
+    label = name + "".join(f" {k}={v}" for k, v in defines.items())
+    record(label, f"{M}x{N}x{K}", median_ms(launch, reps=reps), err, 2 * M * N * K, "TFLOP/s", roof)
+
+
+def matmul_naive(M, N, K, roof):
+    matmul("matmul_naive", M, N, K, roof, (16, 16), (cdiv(N, 16), cdiv(M, 16)))
+
+
+def matmul_register_tile(M, N, K, V, roof):
+    matmul("matmul_register_tile", M, N, K, roof, (16, 16), (cdiv(N, 16 * V), cdiv(M, 16 * V)), V=V)
+
+
+def matmul_block_tile(M, N, K, L, V, S, roof):
+    matmul("matmul_block_tile", M, N, K, roof, (L // V, L // V), (cdiv(N, L), cdiv(M, L)), L=L, V=V, S=S)
+
+
+@guarded
+def gemm(name: str, M: int, N: int, K: int, roof: float, block, grid, dtype=torch.float32, reps=10, **defines):
+    f = kernel(name, **defines)
+    A, B = rand(M, K, dtype=dtype), rand(K, N, dtype=dtype)
+    want = A.double() @ B.double()
+    C = torch.full((M, N), float("nan"), device="cuda")
+    args = (cupy_of(A), cupy_of(B), cupy_of(C), np.int32(M), np.int32(N), np.int32(K))
+    launch = lambda: f(grid, block, args)  # noqa: E731
+    launch()
+    err = rel_err(C, want)
+    label = name + "".join(f" {k}={v}" for k, v in defines.items())
+    record(label, f"{M}x{N}x{K}", median_ms(launch, reps=reps), err, 2 * M * N * K, "TFLOP/s", roof)
+
+
+def gemm_tiled(M, N, K, T, roof):
+    gemm("gemm_tiled", M, N, K, roof, (T, T), (cdiv(N, T), cdiv(M, T)), TILE=T)
+
+
+def gemm_tensor_core(M, N, K, roof, WARPS_M=2, WARPS_N=2, FRAG_M=4, FRAG_N=4, BK=32):
+    BM, BN, NT = 16 * FRAG_M * WARPS_M, 16 * FRAG_N * WARPS_N, 32 * WARPS_M * WARPS_N
+    gemm("gemm_tensor_core", M, N, K, roof, (NT,), (cdiv(N, BN), cdiv(M, BM)), dtype=torch.half,
+         WARPS_M=WARPS_M, WARPS_N=WARPS_N, FRAG_M=FRAG_M, FRAG_N=FRAG_N, BK=BK)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=".")
+    parser.add_argument("--quick", action="store_true", help="correctness on small ragged shapes only")
+    args = parser.parse_args()
+    print(torch.cuda.get_device_name(), torch.__version__, cp.__version__, flush=True)
+    big = 1 << 26
+
+    # Correctness on ragged shapes first (not timed for their speed).
+    for n in (1, 1000, 1_000_003):
+        vector_add(n, None)
+        window_sum(n, 32, None)
+        reduction(n, 256, 64, None)
+    transpose(1000, 999, 32, 8, None)
+    transpose(70, 17, 16, 4, None)
+    for M, N, K in ((1, 1, 1), (130, 129, 9), (257, 129, 65)):
+        matmul_naive(M, N, K, None)
+        for V in (2, 4):
+            matmul_register_tile(M, N, K, V, None)
+        for L, V, S in ((32, 4, 8), (64, 8, 8), (64, 4, 16), (128, 8, 8)):
+            matmul_block_tile(M, N, K, L, V, S, None)
+        for T in (8, 16, 32):
+            gemm_tiled(M, N, K, T, None)
+        gemm_tensor_core(M, N, K, None)
+        gemm_tensor_core(M, N, K, None, WARPS_N=4, FRAG_N=2)
+    if args.quick:
+        return
+
+    copy = copy_roof(1 << 28)
+    vector_add(big, copy)
+    vector_add(1 << 28, copy)
+    window_sum(big, 256, copy)
+    for T, R in ((32, 8), (32, 4), (32, 16), (32, 32), (64, 8), (64, 16)):
+        transpose(8192, 8192, T, R, copy)
+    transpose(8191, 8193, 32, 8, copy)
+    for T, G in ((256, 1056), (256, 2112), (512, 528), (128, 2112), (256, 4224)):
+        reduction(big, T, G, copy)
+    reduction(1 << 28, 256, 1056, copy)
+
+    s4096 = sgemm_roof(4096, 4096, 4096, transposed=True)
+    sgemm_roof(4096, 4096, 4096, transposed=False)
+    s_ffn = sgemm_roof(2048, 11008, 4096, transposed=False)
+    matmul_naive(2048, 2048, 2048, s4096)
+    for V in (2, 4):
+        matmul_register_tile(4096, 4096, 4096, V, s4096)
+    for L, V, S in ((32, 4, 8), (64, 4, 8), (64, 8, 8), (64, 8, 16), (128, 8, 8), (128, 8, 16),
+                    (128, 8, 4), (128, 4, 8), (64, 4, 16)):
+        matmul_block_tile(4096, 4096, 4096, L, V, S, s4096)
+    matmul_block_tile(2053, 2039, 2048, 128, 8, 8, s4096)
+    for T in (8, 16, 32):
+        gemm_tiled(4096, 4096, 4096, T, s4096)
+        gemm_tiled(2048, 11008, 4096, T, s_ffn)
+    gemm_tiled(2053, 2039, 2048, 32, s4096)
+
+    h4096 = hgemm_roof(4096, 4096, 4096)
+    for cfg in ({}, {"WARPS_N": 4, "FRAG_N": 2}, {"WARPS_M": 4, "FRAG_M": 2}, {"WARPS_N": 4, "BK": 16},
+                {"BK": 16}, {"WARPS_M": 4, "WARPS_N": 2, "FRAG_M": 2, "FRAG_N": 4, "BK": 16}):
+        gemm_tensor_core(4096, 4096, 4096, h4096, **cfg)
+    gemm_tensor_core(2053, 2039, 2048, h4096)
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": ROWS}, indent=1))
+    print("\n=== timed rows (fraction of roof) ===")
+    for row in ROWS:
+        if row["roof"]:
+            print(f"{row['what'][:44]:44s} {row['case']:16s} {row['ms']:8.3f} ms {row['rate'] / 1e12:7.2f} "
+                  f"{row['unit']:7s} {100 * row['fraction']:5.1f} %  err {row['rel_err']:.0e}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

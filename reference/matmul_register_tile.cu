@@ -1,0 +1,31 @@
+// matmul_register_tile reference: C = A^T B, a V x V output tile per thread kept in registers.
+// Thread (tx, ty) of block (bx, by) owns rows by*16V + ty + 16p and columns bx*16V + tx + 16q
+// for p, q < V: interleaving the tiles keeps every warp's loads and stores on consecutive
+// addresses. Per k a thread loads 2V values for V*V multiply-adds (2MNK/V loads in all).
+
+#ifndef V
+#define V 4
+#endif
+
+__global__ void matmul_register_tile(const float* __restrict__ A, const float* __restrict__ B,
+                                     float* __restrict__ C, int M, int N, int K) {
+    const int i0 = blockIdx.y * 16 * V + threadIdx.y;
+    const int j0 = blockIdx.x * 16 * V + threadIdx.x;
+    float acc[V][V] = {};
+    for (int k = 0; k < K; ++k) {
+        float a[V], b[V];
+        #pragma unroll
+        for (int p = 0; p < V; ++p) a[p] = i0 + 16 * p < M ? A[k * M + i0 + 16 * p] : 0.0f;
+        #pragma unroll
+        for (int q = 0; q < V; ++q) b[q] = j0 + 16 * q < N ? B[k * N + j0 + 16 * q] : 0.0f;
+        #pragma unroll
+        for (int p = 0; p < V; ++p)
+            #pragma unroll
+            for (int q = 0; q < V; ++q) acc[p][q] += a[p] * b[q];
+    }
+    #pragma unroll
+    for (int p = 0; p < V; ++p)
+        #pragma unroll
+        for (int q = 0; q < V; ++q)
+            if (i0 + 16 * p < M && j0 + 16 * q < N) C[(i0 + 16 * p) * N + j0 + 16 * q] = acc[p][q];
+}
