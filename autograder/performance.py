@@ -55,6 +55,28 @@ def combined_ratio(ratios: Sequence[float]) -> float:
     return float(np.exp(np.log(values).mean()))
 
 
+# --- timing statistics ------------------------------------------------------------------
+
+
+def median_spread(samples_ms: Sequence[float]) -> float:
+    """Relative standard error of the median: 1.2533 sigma / sqrt(n) / median.
+
+    sigma is estimated from the interquartile range (IQR / 1.349), so that a few launches
+    delayed by something else on the machine do not stop the repeats from settling.
+    """
+    values = np.asarray(samples_ms, dtype=np.float64)
+    if values.size < 2:
+        return math.inf
+    q1, median, q3 = np.percentile(values, [25, 50, 75])
+    sigma = (q3 - q1) / 1.349
+    return float(1.2533 * sigma / math.sqrt(values.size) / median)
+
+
+def settled(samples_ms: Sequence[float], target: float, min_repeats: int) -> bool:
+    """Enough repeats, and the median known to within ``target`` (relative)."""
+    return len(samples_ms) >= min_repeats and median_spread(samples_ms) < target
+
+
 # --- physical floor -------------------------------------------------------------------
 
 
@@ -107,6 +129,7 @@ class Timing:
     device: str
     clocks: Mapping[str, str] = field(default_factory=dict)  # e.g. {"sm_mhz": "1980", ...}
     floor_ms: float | None = None
+    wrong: str | None = None  # the first timed launch whose outputs were wrong, described
 
     @property
     def ratio(self) -> float:
@@ -148,7 +171,18 @@ class PerformanceEvidence:
 
 
 def score_timings(timings: Sequence[Timing], full_at: float, zero_at: float) -> PerformanceEvidence:
-    """Score an item with ``metric: time`` from its cases' interleaved timings."""
+    """Score an item with ``metric: time`` from its cases' interleaved timings.
+
+    A kernel that computed a wrong answer on any timed launch (right only on its first
+    call, results cached across calls) earns nothing, however fast it was.
+    """
+    wrong = [t.wrong for t in timings if t.wrong]
+    if wrong:
+        return PerformanceEvidence(
+            metric=TIME, fraction=0.0, full_at=full_at, zero_at=zero_at,
+            cases=tuple(_timing_record(t) for t in timings),
+            message="not awarded: " + "; ".join(wrong),
+        )
     ratio = combined_ratio([t.ratio for t in timings])
     suspect = [t for t in timings if t.floor_ms is not None and below_floor(t.student_ms, t.floor_ms)]
     fraction = score_fraction(ratio, full_at, zero_at)

@@ -19,13 +19,28 @@ reported between ...``) and its detail lines follow, each prefixed with ``======
 
 from __future__ import annotations
 
+import os
+import pickle
 import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from autograder.backends.base import Dim3, Finding
+from autograder.backends.base import BackendError, Buffer, Dim3, Finding, Launch
+from autograder.cases import case_seed, prepare
+from autograder.spec import Spec
 
 TOOLS = ("memcheck", "racecheck", "initcheck")
+TOOL_OPTIONS = {
+    "memcheck": ("--print-limit", "1000"),
+    "racecheck": ("--racecheck-report", "hazard", "--print-limit", "1000"),
+    "initcheck": ("--print-limit", "1000"),
+}
 PREFIX = re.compile(r"^=+ ?")
 
 _SEVERITY = r"^(?:ERROR|Error|WARNING|Warning): "
@@ -64,8 +79,25 @@ class _Record:
 class Allocation:
     """A buffer the launch allocated, so that a byte distance can name an element."""
 
-    name: str
+    name: str  # "a, b or c" when several buffers have this size
     itemsize: int
+    unique: bool = True
+
+
+def allocations_of(launches: Sequence[Launch]) -> dict[int, Allocation]:
+    """Buffers by their size in bytes, as compute-sanitizer names an allocation."""
+    by_size: dict[int, list[Buffer]] = {}
+    for launch in launches:
+        for arg in launch.args:
+            if isinstance(arg, Buffer) and arg.name not in {b.name for b in by_size.get(arg.data.nbytes, [])}:
+                by_size.setdefault(arg.data.nbytes, []).append(arg)
+    return {size: _allocation(buffers) for size, buffers in by_size.items()}
+
+
+def _allocation(buffers: list[Buffer]) -> Allocation:
+    names = [b.name for b in buffers]
+    name = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    return Allocation(name, buffers[0].data.dtype.itemsize, unique=len(names) == 1)
 
 
 def parse(text: str, tool: str, allocations: Mapping[int, Allocation] | None = None) -> list[Finding]:
@@ -177,9 +209,14 @@ def _invalid_access(record: _Record, tool: str, allocations: Mapping[int, Alloca
     elif nearest is None:
         detail = f"{what} outside every allocation"
     elif _number(nearest["size"]) in allocations:
-        array, index, bound = _element(nearest, allocations[_number(nearest["size"])])
+        allocation = allocations[_number(nearest["size"])]
+        array, index, bound = _element(nearest, allocation)
         side = "past its end" if index >= bound else "before its start"
-        detail = f"{verb} {array}[{index}] {side} ({array} has {bound} elements)"
+        if allocation.unique:
+            detail = f"{verb} {array}[{index}] {side} ({array} has {bound} elements)"
+        else:
+            detail = f"{verb} element {index} of {array} {side} (each has {bound} elements)"
+            array = None
     else:
         detail = f"{what} {_number(nearest['distance'])} bytes {_side(nearest)} an allocation of " \
                  f"{_number(nearest['size'])} bytes"
@@ -240,3 +277,102 @@ def _race(record: _Record, tool: str) -> Finding:
 
 def _number(text: str) -> int:
     return int(text.replace(",", ""))
+
+
+# --- running the tools ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SanitizerRun:
+    """One tool over a case group's launches: its findings, or why there are none."""
+
+    tool: str
+    findings: tuple[Finding, ...] = ()
+    errors: int | None = None  # the tool's own count (its summary line)
+    note: str | None = None  # not run, or not finished: why
+
+
+def sanitizer_path() -> str | None:
+    """``compute-sanitizer`` on PATH or in the CUDA toolkit, if there is one."""
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_ROOT"), "/usr/local/cuda"):
+        candidate = Path(root or "/nonexistent") / "bin" / "compute-sanitizer"
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def sanitize_launches(launches: Sequence[Launch], tools: Sequence[str] = TOOLS,
+                      time_limit_s: float = 300.0) -> list[SanitizerRun]:
+    """Run ``launches`` (a case group) under each tool, each in its own child process."""
+    tool_path = sanitizer_path()
+    if tool_path is None:
+        return [SanitizerRun(tool, note="not run: compute-sanitizer was not found") for tool in tools]
+    with tempfile.TemporaryDirectory(prefix="sanitize-") as scratch:
+        batch = Path(scratch) / "launches.pickle"
+        batch.write_bytes(pickle.dumps(list(launches)))
+        allocations = allocations_of(launches)
+        return [_run_tool(tool_path, tool, batch, allocations, time_limit_s) for tool in tools]
+
+
+def sanitize_group(spec: Spec, source: str, group: str, secret: int, case_s: float,
+                   tools: Sequence[str] = TOOLS, time_limit_s: float = 300.0) -> list[SanitizerRun]:
+    """``--sanitize``: the cases of ``group`` (normally ``safety``) with the grading run's inputs."""
+    launches = [
+        prepare(spec, source, case, case_seed(secret, spec.name, group, index), case_s).launch
+        for index, case in enumerate(spec.cases[group])
+    ]
+    return sanitize_launches(launches, tools, time_limit_s)
+
+
+def _run_tool(tool_path: str, tool: str, batch: Path, allocations: Mapping[int, Allocation],
+              time_limit_s: float) -> SanitizerRun:
+    log = batch.with_name(f"{tool}.log")
+    command = [tool_path, "--tool", tool, *TOOL_OPTIONS[tool], "--log-file", str(log),
+               sys.executable, "-m", "autograder.sanitize", str(batch)]
+    note = _run_with_limit(command, time_limit_s)
+    text = log.read_text(errors="replace") if log.exists() else ""
+    findings = tuple(parse(text, tool, allocations))
+    return SanitizerRun(tool, findings, error_count(text), note)
+
+
+def _run_with_limit(command: list[str], time_limit_s: float) -> str | None:
+    """Run ``command`` in its own process group; kill the whole group past the limit."""
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          start_new_session=True) as child:
+        try:
+            _out, err = child.communicate(timeout=time_limit_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            return f"stopped after {time_limit_s:g} s (the kernel is slow or hangs under the sanitizer)"
+    if child.returncode != 0:
+        tail = err.decode(errors="replace").strip().splitlines()[-3:]
+        return f"the sanitizer's run ended with status {child.returncode}: {' | '.join(tail)}"
+    return None
+
+
+def run_launches(batch: Path) -> None:
+    """The child's side: every launch of ``batch`` on the GPU, with exact allocations.
+
+    The GPU backend's canary zones would put a one-past-the-end access inside an
+    allocation, where memcheck cannot see it, so they are turned off in this process.
+    """
+    from autograder.backends import gpu
+
+    gpu.CANARY_BYTES = 0
+    backend = gpu.GpuBackend()
+    try:
+        for launch in pickle.loads(batch.read_bytes()):
+            try:
+                backend.launch(launch)
+            except BackendError as e:  # the sanitizer has reported it; run the others
+                print(f"{launch.program.filename}: {e}", file=sys.stderr)
+    finally:
+        backend.close()
+
+
+if __name__ == "__main__":
+    run_launches(Path(sys.argv[1]))

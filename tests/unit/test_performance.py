@@ -43,11 +43,11 @@ def test_combined_ratio_is_geometric_mean():
     assert math.isnan(perf.combined_ratio([1.0, math.nan]))
 
 
-def _timing(student_ms, reference_ms, floor_ms=None):
+def _timing(student_ms, reference_ms, floor_ms=None, wrong=None):
     return perf.Timing(
         case={"n": 1 << 24}, student_ms=student_ms, reference_ms=reference_ms,
         student_spread=0.001, reference_spread=0.001, repeats=30, input_sets=4,
-        device="NVIDIA H200", clocks={"sm_mhz": "1980"}, floor_ms=floor_ms,
+        device="NVIDIA H200", clocks={"sm_mhz": "1980"}, floor_ms=floor_ms, wrong=wrong,
     )
 
 
@@ -68,6 +68,13 @@ def test_faster_than_reference_is_full_marks_and_said():
     assert evidence.fraction == 1.0 and evidence.faster_than_reference
     assert "faster than the reference" in evidence.message
     assert not evidence.below_floor
+
+
+def test_a_wrong_timed_launch_earns_nothing_however_fast():
+    wrong = "timed launch 7 (input set 1) of your kernel gave 4096 wrong outputs"
+    evidence = perf.score_timings([_timing(0.5, 1.0, wrong=wrong)], full_at=1.25, zero_at=4.0)
+    assert evidence.fraction == 0.0 and wrong in evidence.message
+    assert evidence.cases[0]["wrong"] == wrong
 
 
 def test_time_under_the_physical_floor_is_flagged_not_trusted():
@@ -124,3 +131,22 @@ def test_time_without_gpu_is_not_run_and_marked_for_regrading():
     evidence = perf.not_run("time")
     assert evidence.regrade and evidence.fraction == 0.0
     assert evidence.message.startswith("not run: needs a GPU")
+
+
+def test_median_spread_shrinks_with_repeats_and_ignores_outliers():
+    rng = np.random.default_rng(1)
+    few = 1.0 + 0.01 * rng.standard_normal(10)
+    many = 1.0 + 0.01 * rng.standard_normal(1000)
+    assert perf.median_spread(many) < perf.median_spread(few)
+    assert perf.median_spread(many) == pytest.approx(1.2533 * 0.01 / math.sqrt(1000), rel=0.15)
+    spiky = np.concatenate([many, [50.0] * 20])  # 2 % of launches delayed 50x
+    assert perf.median_spread(spiky) < 2 * perf.median_spread(many)
+    assert perf.median_spread([1.0]) == math.inf
+
+
+def test_settled_needs_both_repeats_and_a_small_spread():
+    steady = [1.0, 1.001, 0.999] * 20
+    assert perf.settled(steady, target=0.003, min_repeats=30)
+    assert not perf.settled(steady[:9], target=0.003, min_repeats=30)
+    noisy = list(np.random.default_rng(2).uniform(0.5, 1.5, 60))
+    assert not perf.settled(noisy, target=0.003, min_repeats=30)

@@ -1,7 +1,11 @@
 """The compute-sanitizer report parser, on outputs written from its documented text format."""
 
+import sys
+
+import numpy as np
+
 from autograder import sanitize
-from autograder.backends.base import FINDING_CHECKS
+from autograder.backends.base import FINDING_CHECKS, Buffer, Launch, Program, Scalar
 
 MEMCHECK = """\
 ========= COMPUTE-SANITIZER
@@ -150,3 +154,55 @@ def test_every_kind_is_a_known_finding_kind():
 def test_program_output_between_reports_is_ignored():
     text = "hello from printf\n" + MEMCHECK.replace("=========\n", "=========\nsome stdout\n", 1)
     assert len(sanitize.parse(text, "memcheck")) == 2
+
+
+def _launch(n):
+    return Launch(
+        Program("", "vector_add.cu", "vector_add"), grid=(-(-n // 256), 1, 1), block=(256, 1, 1),
+        args=(Buffer("a", np.ones(n, np.float32)), Buffer("b", np.ones(n, np.float32)),
+              Buffer("c", np.full(n, np.nan, np.float32), is_output=True), Scalar("n", n)),
+    )
+
+
+def test_allocations_name_an_array_only_when_its_size_is_unique():
+    allocations = sanitize.allocations_of([_launch(1000)])
+    assert allocations[4000] == sanitize.Allocation("a, b or c", 4, unique=False)
+    findings = sanitize.parse(MEMCHECK, "memcheck", allocations)
+    write = next(f for f in findings if f.kind == "out_of_bounds_write")
+    assert write.array is None and (write.index, write.bound) == (1000, 1000)
+    assert "wrote element 1000 of a, b or c past its end (each has 1000 elements)" in write.message
+
+
+def _fake_sanitizer(tmp_path, body):
+    """A stand-in for compute-sanitizer: writes ``body`` to its --log-file, or hangs."""
+    script = tmp_path / "compute-sanitizer"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import sys, time\n"
+        "log = sys.argv[sys.argv.index('--log-file') + 1]\n"
+        f"body = {body!r}\n"
+        "if body == 'hang':\n    time.sleep(60)\n"
+        "open(log, 'w').write(body)\n"
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_runs_each_tool_in_a_child_and_parses_its_log(tmp_path, monkeypatch):
+    monkeypatch.setattr(sanitize, "sanitizer_path", lambda: _fake_sanitizer(tmp_path, MEMCHECK))
+    [run] = sanitize.sanitize_launches([_launch(1000)], tools=("memcheck",), time_limit_s=30)
+    assert run.tool == "memcheck" and run.errors == 3 and run.note is None
+    assert {f.kind for f in run.findings} == {"out_of_bounds_write", "out_of_bounds_read"}
+
+
+def test_a_hanging_run_is_stopped_at_its_time_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(sanitize, "sanitizer_path", lambda: _fake_sanitizer(tmp_path, "hang"))
+    [run] = sanitize.sanitize_launches([_launch(10)], tools=("racecheck",), time_limit_s=1)
+    assert run.findings == () and run.note.startswith("stopped after 1 s")
+
+
+def test_without_compute_sanitizer_every_tool_says_so(monkeypatch):
+    monkeypatch.setattr(sanitize, "sanitizer_path", lambda: None)
+    runs = sanitize.sanitize_launches([_launch(10)])
+    assert [r.tool for r in runs] == list(sanitize.TOOLS)
+    assert all(r.note == "not run: compute-sanitizer was not found" for r in runs)

@@ -1,0 +1,290 @@
+"""Interleaved timing of a student kernel against the reference kernel on the GPU (issue 4).
+
+The protocol follows ``/work/.library/device/METHOD.md``:
+
+- both kernels are loaded through :class:`GpuBackend`'s module cache and run in the same
+  process, on the same device buffers, interleaved A B A B ..., so that clock and thermal
+  drift hit both alike;
+- inputs rotate among several freshly drawn sets (each its own seed), so neither the L2
+  nor a kernel that remembers its last answer sees the same data twice in a row;
+- before each timed launch, outside the events: the outputs are poisoned again (copied
+  from their NaN-filled originals) and the L2 is flushed by a memset of ``flush_bytes``
+  (256 MiB, over four times the H200's 60 MiB L2);
+- CUDA events around each launch only; the first round over every input set is warm-up
+  and is not timed;
+- after each timed launch a small kernel counts, on the device, the outputs that differ
+  from the reference kernel's outputs for that input set (tolerance: twice the spec's, as
+  both kernels carry float32 rounding). A kernel that is right only on its first call, or
+  that caches results across calls in a ``__device__`` global, fails here;
+- rounds repeat until both medians are known to ``target_spread`` (relative standard error
+  of the median) after ``min_repeats``, or until ``budget_s`` or ``max_repeats`` ends them.
+
+PyCUDA is imported by :class:`GpuBackend`; this module imports without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from autograder import performance
+from autograder.backends.base import Buffer, Launch, LaunchFailure, Program
+from autograder.cases import case_seed, prepare, program
+from autograder.spec import Case, Spec, evaluate
+
+INPUT_SETS = 3
+TOLERANCE_FACTOR = 2.0  # two float32 kernels, each within the spec's tolerance of float64
+WHO = ("student", "reference")
+
+COMPARE_SOURCE = r"""
+extern "C" __global__ void count_mismatches(const T* got, const T* want, unsigned long long n,
+                                            double atol, double rtol, unsigned int* bad)
+{
+    unsigned int mine = 0;
+    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += stride) {
+        double g = (double)got[i], w = (double)want[i];
+        if (!(fabs(g - w) <= atol + rtol * fabs(w))) mine++;  /* NaN is never within */
+    }
+    if (mine) atomicAdd(bad, mine);
+}
+"""
+C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "uint32": "unsigned int",
+           "int64": "long long", "uint64": "unsigned long long"}
+
+
+@dataclass(frozen=True)
+class TimingRequest:
+    """What to time: the student's launches (one per input set) and the reference program."""
+
+    student: tuple[Launch, ...]  # same program and geometry, fresh inputs, poisoned outputs
+    reference: Program  # compiled with the same defines, launched with the same arguments
+    case: Mapping[str, int | float]
+    rtol: float
+    atol: float
+    minimum_bytes: int  # each array once: for the physical floor
+    min_repeats: int = 30
+    max_repeats: int = 2000
+    target_spread: float = 0.003
+    budget_s: float = 20.0
+    flush_bytes: int = 256 << 20
+
+    @property
+    def limit_s(self) -> float:
+        """How long the grader waits for the answer: the budget, warm-up and uploads."""
+        return self.budget_s + 2 * sum(launch.time_limit_s for launch in self.student) + 60
+
+
+def timing_request(spec: Spec, sources: Mapping[str, str], case: Case, group: str, index: int,
+                   secret: int, case_s: float) -> TimingRequest:
+    """Build the request for one case: ``INPUT_SETS`` fresh input sets from the secret seed."""
+    launches = tuple(
+        prepare(spec, sources["student"], case, case_seed(secret, spec.name, group, index, k), case_s).launch
+        for k in range(1, INPUT_SETS + 1)
+    )
+    return TimingRequest(
+        student=launches, reference=program(spec, sources["reference"], case), case=dict(case),
+        rtol=float(evaluate(spec.tolerance.rtol, case)), atol=float(evaluate(spec.tolerance.atol, case)),
+        minimum_bytes=performance.minimum_bytes(spec, case),
+    )
+
+
+def time_case(backend, request: TimingRequest) -> performance.Timing:
+    """Run the protocol on ``backend`` (a :class:`GpuBackend`) and return the evidence."""
+    with backend._cuda_failures(request.student[0].program, LaunchFailure):
+        session = _Session(backend, request)
+        try:
+            samples, wrong = session.measure()
+        finally:
+            session.free()
+    ceilings = performance.CEILINGS_BY_DEVICE.get(backend.device_name)
+    return performance.Timing(
+        case=dict(request.case),
+        student_ms=float(np.median(samples["student"])),
+        reference_ms=float(np.median(samples["reference"])),
+        student_spread=performance.median_spread(samples["student"]),
+        reference_spread=performance.median_spread(samples["reference"]),
+        repeats=len(samples["student"]),
+        input_sets=len(request.student),
+        device=backend.device_name,
+        clocks=clocks(backend),
+        floor_ms=ceilings.floor_ms(request.minimum_bytes) if ceilings else None,
+        wrong=wrong,
+    )
+
+
+class _InputSet:
+    """One input set on the device: working buffers, poisoned originals, expected outputs."""
+
+    def __init__(self, cuda, launch: Launch):
+        self.cuda = cuda
+        self.launch = launch
+        self.buffers = {b.name: self._upload(b.data) for b in _buffers(launch)}
+        outputs = [b for b in _buffers(launch) if b.is_output]
+        self.poisoned = {b.name: self._upload(b.data) for b in outputs}
+        self.expected = {b.name: cuda.mem_alloc(b.data.nbytes) for b in outputs}
+        self.sizes = {b.name: (b.data.size, b.data.nbytes, str(b.data.dtype)) for b in outputs}
+        self.args = [np.uintp(int(self.buffers[a.name])) if isinstance(a, Buffer)
+                     else np.dtype(a.dtype).type(a.value) for a in launch.args]
+
+    def _upload(self, data: np.ndarray):
+        allocation = self.cuda.mem_alloc(max(data.nbytes, 1))
+        self.cuda.memcpy_htod(allocation, np.ascontiguousarray(data))
+        return allocation
+
+    def poison(self, stream) -> None:
+        for name, original in self.poisoned.items():
+            self.cuda.memcpy_dtod_async(self.buffers[name], original, self.sizes[name][1], stream)
+
+    def keep_expected(self, stream) -> None:
+        for name, expected in self.expected.items():
+            self.cuda.memcpy_dtod_async(expected, self.buffers[name], self.sizes[name][1], stream)
+
+    def free(self) -> None:
+        for allocations in (self.buffers, self.poisoned, self.expected):
+            for allocation in allocations.values():
+                allocation.free()
+
+
+class _Session:
+    """The device state of one timing: kernels, input sets, the L2 flush buffer, events."""
+
+    def __init__(self, backend, request: TimingRequest):
+        self.cuda = backend._cuda  # the backend's driver module, context current
+        self.request = request
+        self.kernels = {"student": backend._function(request.student[0].program),
+                        "reference": backend._function(request.reference)}
+        self.compare = {dtype: backend._function(_compare_program(dtype))
+                        for _n, _b, dtype in _output_sizes(request.student[0])}
+        self.stream = self.cuda.Stream()
+        self.sets = [_InputSet(self.cuda, launch) for launch in request.student]
+        self.flush = self.cuda.mem_alloc(request.flush_bytes)
+        self.pairs = len(self.sets)  # pairs per round: one over every input set
+        self.bad = self.cuda.mem_alloc(4 * 2 * self.pairs)
+        self.events = [(self.cuda.Event(), self.cuda.Event()) for _ in range(2 * self.pairs)]
+        self.launches = 0
+
+    def measure(self) -> tuple[dict[str, list[float]], str | None]:
+        """Warm up, then time rounds until settled; stop at the first wrong output."""
+        for input_set in self.sets:
+            input_set.poison(self.stream)
+            self._launch("reference", input_set)
+            input_set.keep_expected(self.stream)
+        samples: dict[str, list[float]] = {who: [] for who in WHO}
+        wrong = self._round(samples, timed=False)
+        started = time.monotonic()
+        while wrong is None and not self._done(samples, started):
+            wrong = self._round(samples, timed=True)
+        return samples, wrong
+
+    def _done(self, samples: dict[str, list[float]], started: float) -> bool:
+        r = self.request
+        if len(samples["student"]) >= r.max_repeats or time.monotonic() - started > r.budget_s:
+            return True
+        return all(performance.settled(samples[who], r.target_spread, r.min_repeats) for who in WHO)
+
+    def _round(self, samples: dict[str, list[float]], timed: bool) -> str | None:
+        """One pass over every input set, student then reference on each; checked on the device."""
+        self.cuda.memset_d32_async(self.bad, 0, 2 * self.pairs, self.stream)
+        slots = []
+        for input_set in self.sets:
+            for who in WHO:
+                slot = len(slots)
+                input_set.poison(self.stream)
+                self.cuda.memset_d32_async(self.flush, slot, self.request.flush_bytes // 4, self.stream)
+                start, end = self.events[slot]
+                start.record(self.stream)
+                self._launch(who, input_set)
+                end.record(self.stream)
+                self._count_mismatches(input_set, slot)
+                slots.append((who, input_set))
+        self.stream.synchronize()
+        counts = np.empty(2 * self.pairs, dtype=np.uint32)
+        self.cuda.memcpy_dtoh(counts, self.bad)
+        for slot, (who, input_set) in enumerate(slots):
+            self.launches += 1
+            where = (self.launches, self.sets.index(input_set), int(counts[slot]))
+            if counts[slot] and who == "reference":
+                raise ReferenceUnstableError(
+                    "the reference kernel gave {2} outputs that differ from its own first outputs "
+                    "on input set {1} (launch {0})".format(*where))
+            if counts[slot]:
+                return _wrong_sentence(*where)
+            if timed:
+                start, end = self.events[slot]
+                samples[who].append(start.time_till(end))
+        return None
+
+    def _launch(self, who: str, input_set: _InputSet) -> None:
+        launch = input_set.launch
+        self.kernels[who](*input_set.args, grid=launch.grid, block=launch.block,
+                          shared=launch.shared_bytes, stream=self.stream)
+
+    def _count_mismatches(self, input_set: _InputSet, slot: int) -> None:
+        r = self.request
+        atol, rtol = TOLERANCE_FACTOR * r.atol, TOLERANCE_FACTOR * r.rtol
+        for name, (n, _nbytes, dtype) in input_set.sizes.items():
+            blocks = int(min(max(1, -(-n // 256)), 4096))
+            self.compare[dtype](
+                np.uintp(int(input_set.buffers[name])), np.uintp(int(input_set.expected[name])),
+                np.uint64(n), np.float64(atol), np.float64(rtol), np.uintp(int(self.bad) + 4 * slot),
+                grid=(blocks, 1, 1), block=(256, 1, 1), stream=self.stream,
+            )
+
+    def free(self) -> None:
+        """Give the memory back; after a crash the context goes, and its memory with it."""
+        with contextlib.suppress(self.cuda.Error):
+            self.stream.synchronize()
+            for input_set in self.sets:
+                input_set.free()
+            self.flush.free()
+            self.bad.free()
+
+
+def _buffers(launch: Launch) -> list[Buffer]:
+    return [arg for arg in launch.args if isinstance(arg, Buffer)]
+
+
+def _output_sizes(launch: Launch) -> list[tuple[int, int, str]]:
+    return [(b.data.size, b.data.nbytes, str(b.data.dtype)) for b in _buffers(launch) if b.is_output]
+
+
+def _compare_program(dtype: str) -> Program:
+    if dtype not in C_TYPES:
+        raise NotImplementedError(f"timing cannot check outputs of dtype {dtype}")
+    return Program(COMPARE_SOURCE, "count_mismatches.cu", "count_mismatches", (("T", C_TYPES[dtype]),))
+
+
+class ReferenceUnstableError(RuntimeError):
+    """The reference kernel disagreed with itself: a grader problem, never the student's."""
+
+
+def _wrong_sentence(launch: int, input_set: int, count: int) -> str:
+    return (f"launch {launch} of your kernel (input set {input_set}) gave {count} outputs that "
+            "differ from the reference kernel's: every call must compute its answer from its inputs "
+            "(no results kept from an earlier call)")
+
+
+def clocks(backend) -> dict[str, str]:
+    """The device's clocks, power and temperature now, read with ``nvidia-smi`` (read-only)."""
+    names = ("sm_mhz", "mem_mhz", "max_sm_mhz", "power_w", "temperature_c")
+    query = "pci.bus_id,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu"
+    try:
+        bus = backend._device.pci_bus_id().lower()
+        answer = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError, AttributeError):
+        return {}
+    for line in answer.splitlines():
+        values = [v.strip() for v in line.split(",")]
+        if values[0].lower().endswith(bus.split(":", 1)[-1]):
+            return dict(zip(names, values[1:], strict=False))
+    return {}
