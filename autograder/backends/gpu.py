@@ -1,0 +1,302 @@
+"""The ``gpu`` backend: NVRTC cubins launched through PyCUDA, every buffer between two canaries.
+
+One compile serves both backends (``autograder/compiler.py``): NVRTC builds a cubin for
+the device's own architecture, read from the device, and PyCUDA loads it with
+``module_from_buffer`` (the driver refuses the PTX of a newer NVRTC, see
+``docs/backend-contract.md``). Modules are cached by :class:`Program`.
+
+Each buffer is copied into one allocation that starts and ends with ``CANARY_BYTES`` of
+``CANARY_BYTE``; after the launch the zones are read back, and any changed byte becomes an
+``out_of_bounds_write`` finding naming the array and the element indices.
+
+What this backend cannot see (the emulator can): reads out of bounds, writes that land
+farther than ``CANARY_BYTES`` from an array, which thread or source line wrote, barrier and
+race bugs. A crash (illegal or misaligned address, trap) spoils the CUDA context: the
+launch raises :class:`LaunchFailure` and the next call first replaces the context. A kernel
+that never returns cannot be stopped from inside the process: past ``time_limit_s`` the
+launch raises :class:`LaunchTimeout`, but the kernel keeps the GPU busy until the process
+ends, so the backend refuses all further work; that is why the grader runs it in
+``worker.py``'s killable subprocess.
+
+PyCUDA is imported lazily, so importing this module needs no GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from autograder.backends.base import (
+    Backend,
+    Buffer,
+    CompileError,
+    Finding,
+    Launch,
+    LaunchFailure,
+    LaunchResult,
+    LaunchTimeout,
+    Program,
+)
+from autograder.compiler import compile_cubin
+
+CANARY_BYTES = 64 * 1024  # each side of every buffer; a multiple of 256 keeps the data aligned
+CANARY_BYTE = 0xCB  # float32 -2.67e7, int32 -875836469: nothing a kernel writes by chance
+DEFAULT_SHARED_LIMIT = 48 * 1024  # more dynamic shared memory needs an opt-in attribute
+PRINTF_LIMIT = 64 * 1024  # characters of device printf output kept per launch
+
+_STRANDED: list = []  # a hung launch's context and memory: freeing them could wait forever
+
+_PROBE = "import pycuda.driver as d; d.init(); c = d.Device(0).make_context(); c.pop(); c.detach()"
+
+
+@functools.cache
+def gpu_available() -> bool:
+    """True when PyCUDA imports and a CUDA context can be created.
+
+    The probe runs in a subprocess so that the calling process never initialises CUDA
+    (a forked child of a CUDA process cannot use the GPU).
+    """
+    if importlib.util.find_spec("pycuda") is None:
+        return False
+    try:
+        probe = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+def _driver():
+    import pycuda.driver
+
+    return pycuda.driver
+
+
+class GpuBackend(Backend):
+    """Compiles with NVRTC for this device and launches with PyCUDA, in the calling process."""
+
+    name = "gpu"
+
+    def __init__(self, device: int = 0):
+        self._cuda = _driver()
+        self._cuda.init()
+        self._device = self._cuda.Device(device)
+        major, minor = self._device.compute_capability()
+        self.arch = f"sm_{major}{minor}"
+        self.device_name = self._device.name()
+        self._context = None
+        self._failure: str | None = None  # why the current context is spoiled
+        self._hung = False  # a launch timed out and its kernel may still run
+        self._functions: dict[Program, tuple] = {}  # Program -> (module, function)
+        self._open_context()
+
+    def compile(self, program: Program) -> None:
+        self._function(program)
+
+    def launch(self, launch: Launch) -> LaunchResult:
+        function = self._function(launch.program)
+        buffers = [arg for arg in launch.args if isinstance(arg, Buffer)]
+        staged = {b.name: _padded(b) for b in buffers}
+        allocations = {}
+        with self._active():
+            try:
+                with self._cuda_failures(launch.program, LaunchFailure):
+                    for name, padded in staged.items():
+                        allocations[name] = self._to_device(padded)
+                    elapsed_ms, stdout = self._run(function, launch, allocations)
+                    for name, padded in staged.items():
+                        self._cuda.memcpy_dtoh(padded, allocations[name])
+            finally:
+                self._free(allocations.values())
+        return LaunchResult(
+            outputs={b.name: _contents(b, staged[b.name]) for b in buffers},
+            findings=[f for b in buffers for f in _canary_findings(b, staged[b.name])],
+            stdout=stdout,
+            elapsed_ms=elapsed_ms,
+        )
+
+    def close(self) -> None:
+        if self._hung:
+            _STRANDED.extend([self._context, dict(self._functions)])
+        elif self._context is not None:
+            with contextlib.suppress(*self._errors_after_failure()):
+                self._functions.clear()
+                self._context.detach()
+        self._functions.clear()
+        self._context = None
+
+    def _open_context(self) -> None:
+        self._context = self._device.make_context()
+        self._cuda.Context.pop()  # made current only around each call (see _active)
+        self._failure = None
+
+    @contextlib.contextmanager
+    def _active(self):
+        """This backend's context, current for the duration of one call."""
+        self._context.push()
+        try:
+            yield
+        finally:
+            with contextlib.suppress(*self._errors_after_failure()):
+                self._cuda.Context.pop()
+
+    def _errors_after_failure(self) -> tuple[type, ...]:
+        """CUDA errors to ignore while tearing down: none, unless the context is spoiled."""
+        return (self._cuda.Error,) if self._failure is not None else ()
+
+    def _usable(self) -> None:
+        """Replace a context that an earlier launch spoiled (and the modules loaded in it)."""
+        if self._hung:
+            raise LaunchFailure(
+                "an earlier kernel never finished and still occupies the GPU; "
+                "only ending this process stops it"
+            )
+        if self._failure is not None:
+            self.close()
+            self._open_context()
+
+    def _function(self, program: Program):
+        self._usable()
+        if program not in self._functions:
+            compiled = compile_cubin(program, self.arch)
+            with self._active(), self._cuda_failures(program, CompileError):
+                module = self._cuda.module_from_buffer(compiled.cubin)
+                self._functions[program] = (module, module.get_function(compiled.lowered_name))
+        return self._functions[program][1]
+
+    def _run(self, function, launch: Launch, allocations: dict) -> tuple[float, str]:
+        """Launch once and wait; return the device time in ms and the kernel's printf output."""
+        if launch.shared_bytes > DEFAULT_SHARED_LIMIT:
+            function.set_attribute(
+                self._cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared_bytes
+            )
+        args = [_kernel_arg(arg, allocations) for arg in launch.args]
+        start, end = self._cuda.Event(), self._cuda.Event()
+        with _captured_stdout() as printed:
+            start.record()
+            function(*args, grid=launch.grid, block=launch.block, shared=launch.shared_bytes)
+            end.record()
+            self._wait(end, launch)
+        return start.time_till(end), printed()
+
+    def _wait(self, end, launch: Launch) -> None:
+        deadline = time.monotonic() + launch.time_limit_s
+        pause = 1e-5
+        while not end.query():
+            if time.monotonic() > deadline:
+                self._failure, self._hung = "a launch did not finish", True
+                raise LaunchTimeout(
+                    f"{launch.program.filename}: the kernel did not finish within "
+                    f"{launch.time_limit_s:g} s (an endless loop, or a wait on other threads?)"
+                )
+            time.sleep(pause)
+            pause = min(2 * pause, 1e-3)
+        end.synchronize()  # also flushes the kernel's printf buffer
+
+    def _to_device(self, padded: np.ndarray):
+        allocation = self._cuda.mem_alloc(padded.nbytes)
+        self._cuda.memcpy_htod(allocation, padded)
+        return allocation
+
+    def _free(self, allocations) -> None:
+        if self._hung:
+            _STRANDED.extend(allocations)
+            return
+        for allocation in allocations:
+            with contextlib.suppress(*self._errors_after_failure()):  # spoiled: memory goes with it
+                allocation.free()
+
+    @contextlib.contextmanager
+    def _cuda_failures(self, program: Program, error_class: type):
+        """Turn a CUDA error into ``error_class`` for the student, and mark the context spoiled."""
+        try:
+            yield
+        except self._cuda.Error as e:
+            self._failure = str(e)
+            raise error_class(f"{program.filename}: {_describe(e)}") from e
+
+
+def _describe(error) -> str:
+    """``cuEventQuery failed: an illegal memory access was encountered`` -> a student's sentence."""
+    call, _, reason = str(error).partition(" failed: ")
+    reason = reason or call
+    if call.startswith("cuModuleLoad"):
+        return f"the GPU could not load the compiled kernel: {reason}"
+    if call.startswith("cuLaunch") or call.startswith("cuFuncSetAttribute"):
+        return f"the GPU refused the launch: {reason}"
+    return f"the kernel crashed on the GPU: {reason} (the emulator backend names the thread and line)"
+
+
+def _padded(buffer: Buffer) -> np.ndarray:
+    """The buffer's bytes between two canary zones, as one host array."""
+    data = np.ascontiguousarray(buffer.data).reshape(-1).view(np.uint8)
+    padded = np.full(2 * CANARY_BYTES + data.size, CANARY_BYTE, dtype=np.uint8)
+    padded[CANARY_BYTES : CANARY_BYTES + data.size] = data
+    return padded
+
+
+def _contents(buffer: Buffer, padded: np.ndarray) -> np.ndarray:
+    nbytes = buffer.data.size * buffer.data.dtype.itemsize
+    return padded[CANARY_BYTES : CANARY_BYTES + nbytes].view(buffer.data.dtype).copy()
+
+
+def _kernel_arg(arg, allocations: dict):
+    if isinstance(arg, Buffer):
+        return np.uintp(int(allocations[arg.name]) + CANARY_BYTES)
+    return np.dtype(arg.dtype).type(arg.value)
+
+
+def _canary_findings(buffer: Buffer, padded: np.ndarray) -> list[Finding]:
+    n = buffer.data.size
+    itemsize = buffer.data.dtype.itemsize
+    before = np.flatnonzero(padded[:CANARY_BYTES] != CANARY_BYTE) - CANARY_BYTES
+    after = np.flatnonzero(padded[CANARY_BYTES + n * itemsize :] != CANARY_BYTE)
+    zones = [
+        (np.unique(before // itemsize), "before the start"),
+        (n + np.unique(after // itemsize), "past the end"),
+    ]
+    return [_canary_finding(buffer.name, n, indices, where) for indices, where in zones if indices.size]
+
+
+def _canary_finding(name: str, n: int, indices: np.ndarray, where: str) -> Finding:
+    lo, hi = int(indices[0]), int(indices[-1])
+    span = f"{lo}" if lo == hi else f"{lo}..{hi}"
+    gaps = "" if indices.size == hi - lo + 1 else f"; {indices.size} of those elements changed"
+    return Finding(
+        kind="out_of_bounds_write",
+        message=f"{name}[{span}] written {where} (n = {n} elements{gaps})",
+        array=name,
+        index=lo if where == "past the end" else hi,
+        bound=n,
+    )
+
+
+@contextlib.contextmanager
+def _captured_stdout():
+    """Collect what the kernel's ``printf`` writes to file descriptor 1 (flushed at a sync)."""
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    libc.fflush(None)
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 1)
+        try:
+            yield lambda: _read_sink(libc, sink)
+        finally:
+            libc.fflush(None)
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _read_sink(libc, sink) -> str:
+    libc.fflush(None)
+    sink.seek(0)
+    return sink.read(PRINTF_LIMIT).decode(errors="replace")

@@ -1,0 +1,7 @@
+// Planted bug: an undeclared name on line 5.
+__global__ void vector_add(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        c[i] = a[i] + b[j];
+    }
+}

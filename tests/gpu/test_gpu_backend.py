@@ -1,0 +1,105 @@
+"""The PyCUDA backend on a real GPU: answers, canaries, crashes, compile errors, printf."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pycuda.driver")
+
+from autograder.backends.base import Buffer, CompileError, Launch, LaunchFailure, Scalar
+from autograder.backends.gpu import GpuBackend, gpu_available
+
+if not gpu_available():
+    pytest.skip("PyCUDA cannot create a CUDA context here", allow_module_level=True)
+
+from gpu_kernels import program, vector_add, vector_add_error
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def backend():
+    gpu = GpuBackend()
+    yield gpu
+    gpu.close()
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng()
+
+
+@pytest.mark.parametrize("n", [1, 10, 1000, 1024, 1_000_003])
+def test_vector_add_is_right_on_aligned_and_ragged_n(backend, rng, n):
+    launch = vector_add("vector_add", n, rng)
+    result = backend.launch(launch)
+    assert vector_add_error(launch, result.outputs) <= 1e-6
+    assert result.findings == []
+    assert result.elapsed_ms > 0
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(result.outputs[name], launch.args[0 if name == "a" else 1].data)
+
+
+def test_missing_guard_hits_the_canary_after_c_on_ragged_n(backend, rng):
+    result = backend.launch(vector_add("vector_add_unguarded", 1000, rng))
+    [finding] = result.findings
+    assert finding.kind == "out_of_bounds_write"
+    assert finding.message == "c[1000..1023] written past the end (n = 1000 elements)"
+    assert (finding.array, finding.index, finding.bound) == ("c", 1000, 1000)
+
+
+def test_missing_guard_is_invisible_on_aligned_n(backend, rng):
+    assert backend.launch(vector_add("vector_add_unguarded", 1024, rng)).findings == []
+
+
+def test_a_write_before_the_start_is_caught(backend, rng):
+    [finding] = backend.launch(vector_add("vector_add_shifted", 1000, rng)).findings
+    assert finding.message == "c[-2..-1] written before the start (n = 1000 elements)"
+    assert finding.index == -1
+
+
+@pytest.mark.parametrize(
+    ("stem", "reason"),
+    [
+        ("wild_pointer", "illegal memory access"),
+        ("misaligned", "misaligned address"),
+        ("trap", "launch failure|illegal instruction"),
+    ],
+)
+def test_a_crash_raises_launch_failure_and_the_backend_recovers(backend, rng, stem, reason):
+    with pytest.raises(LaunchFailure, match=reason) as failure:
+        backend.launch(vector_add(stem, 1000, rng))
+    assert str(failure.value).startswith(f"{stem}.cu: the kernel crashed on the GPU")
+    launch = vector_add("vector_add", 1000, rng)
+    assert vector_add_error(launch, backend.launch(launch).outputs) <= 1e-6
+
+
+def test_a_fresh_backend_works_after_a_crash(rng):
+    crashed = GpuBackend()
+    with pytest.raises(LaunchFailure):
+        crashed.launch(vector_add("wild_pointer", 1000, rng))
+    crashed.close()
+    fresh = GpuBackend()
+    launch = vector_add("vector_add", 1000, rng)
+    assert vector_add_error(launch, fresh.launch(launch).outputs) <= 1e-6
+    fresh.close()
+
+
+def test_a_compile_error_names_the_line(backend):
+    with pytest.raises(CompileError) as failure:
+        backend.compile(program("compile_error"))
+    assert 'compile_error.cu(5): error: identifier "j" is undefined' in failure.value.log
+
+
+def test_printf_is_captured_and_dynamic_shared_memory_above_48_kib_works(backend, rng):
+    n = 16 * 1024  # 64 KiB of floats in dynamic shared memory
+    x = rng.uniform(-1, 1, n).astype(np.float32)
+    launch = Launch(
+        program("printf_shared", kernel="stage"),
+        grid=(n // 256, 1, 1),
+        block=(256, 1, 1),
+        args=(Buffer("x", x), Buffer("y", np.full(n, np.nan, np.float32), is_output=True), Scalar("n", n)),
+        shared_bytes=4 * n,
+    )
+    result = backend.launch(launch)
+    np.testing.assert_array_equal(result.outputs["y"], x[::-1])
+    assert result.stdout == f"staged {n} floats\n"
