@@ -185,7 +185,8 @@ class GpuBackend(Backend):
             function(*args, grid=launch.grid, block=launch.block, shared=launch.shared_bytes)
             end.record()
             self._wait(end, launch)
-        return start.time_till(end), printed()
+            stdout = printed()
+        return start.time_till(end), stdout
 
     def _wait(self, end, launch: Launch) -> None:
         deadline = time.monotonic() + launch.time_limit_s
