@@ -1,0 +1,86 @@
+"""Interleaved timing on a real GPU: stable ratios, slow kernels land slow, cached answers fail."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pycuda.driver")
+
+from autograder.backends.gpu import GpuBackend, gpu_available
+
+if not gpu_available():
+    pytest.skip("PyCUDA cannot create a CUDA context here", allow_module_level=True)
+
+from autograder.backends.gpu_timing import time_case, timing_request
+from autograder.spec import load_spec
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+CASE = {"n": 1 << 24}
+
+# Correct but uncoalesced: thread i handles element (i % 32) * (n / 32) + i / 32 (n % 32 == 0).
+STRIDED = """
+__global__ void vector_add(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { int j = (i % 32) * (n / 32) + i / 32; c[j] = a[j] + b[j]; }
+}
+"""
+
+# Blocks take tickets; blocks of the first launch compute and remember, later ones replay or skip.
+REMEMBERING = """
+__device__ unsigned int tickets;
+__device__ float remembered[1 << 24];
+__global__ void vector_add(const float* a, const float* b, float* c, int n) {
+    __shared__ unsigned int ticket;
+    if (threadIdx.x == 0) ticket = atomicAdd(&tickets, 1u);
+    __syncthreads();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if (ticket < gridDim.x) { c[i] = a[i] + b[i]; remembered[i] = c[i]; }
+    else if (REPLAY) c[i] = remembered[i];
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def backend():
+    gpu = GpuBackend()
+    yield gpu
+    gpu.close()
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec(ROOT / "assignments" / "vector_add")
+
+
+def _time(backend, spec, student: str, seed: int, budget_s: float = 5.0):
+    sources = {"student": student, "reference": (ROOT / "reference" / "vector_add.cu").read_text()}
+    request = timing_request(spec, sources, CASE, "perf", 0, seed, case_s=20)
+    return time_case(backend, dataclasses.replace(request, budget_s=budget_s))
+
+
+def test_reference_against_itself_is_one_with_a_small_spread(backend, spec):
+    reference = (ROOT / "reference" / "vector_add.cu").read_text()
+    timing = _time(backend, spec, reference, seed=1)
+    assert timing.wrong is None
+    assert timing.ratio == pytest.approx(1.0, abs=0.02)
+    assert timing.repeats >= 30 and timing.input_sets == 3
+    assert timing.student_spread < 0.01 and timing.reference_spread < 0.01
+    assert timing.device and timing.clocks
+    if timing.floor_ms is not None:  # a device with measured ceilings
+        assert timing.reference_ms > 0.9 * timing.floor_ms
+
+
+def test_uncoalesced_kernel_is_measured_slower(backend, spec):
+    timing = _time(backend, spec, STRIDED, seed=2)
+    assert timing.wrong is None
+    assert timing.ratio > 1.5
+
+
+@pytest.mark.parametrize("replay", [0, 1], ids=["right-only-on-first-call", "replays-cached-results"])
+def test_a_kernel_that_remembers_across_calls_fails(backend, spec, replay):
+    timing = _time(backend, spec, REMEMBERING.replace("REPLAY", str(replay)), seed=3 + replay)
+    assert timing.wrong is not None and "of your kernel" in timing.wrong
