@@ -25,6 +25,7 @@ PyCUDA is imported by :class:`GpuBackend`; this module imports without it.
 from __future__ import annotations
 
 import contextlib
+import math
 import subprocess
 import time
 from collections.abc import Mapping
@@ -34,6 +35,7 @@ import numpy as np
 
 from autograder import performance
 from autograder.backends.base import Buffer, Launch, LaunchFailure, Program
+from autograder.backends.gpu import DEFAULT_SHARED_LIMIT
 from autograder.cases import case_seed, prepare, program
 from autograder.spec import Case, Spec, evaluate
 
@@ -97,7 +99,8 @@ def timing_request(spec: Spec, sources: Mapping[str, str], case: Case, group: st
 
 def time_case(backend, request: TimingRequest) -> performance.Timing:
     """Run the protocol on ``backend`` (a :class:`GpuBackend`) and return the evidence."""
-    with backend._cuda_failures(request.student[0].program, LaunchFailure):
+    backend._usable()
+    with backend._active(), backend._cuda_failures(request.student[0].program, LaunchFailure):
         session = _Session(backend, request)
         try:
             samples, wrong = session.measure()
@@ -106,8 +109,8 @@ def time_case(backend, request: TimingRequest) -> performance.Timing:
     ceilings = performance.CEILINGS_BY_DEVICE.get(backend.device_name)
     return performance.Timing(
         case=dict(request.case),
-        student_ms=float(np.median(samples["student"])),
-        reference_ms=float(np.median(samples["reference"])),
+        student_ms=_median(samples["student"]),
+        reference_ms=_median(samples["reference"]),
         student_spread=performance.median_spread(samples["student"]),
         reference_spread=performance.median_spread(samples["reference"]),
         repeats=len(samples["student"]),
@@ -117,6 +120,10 @@ def time_case(backend, request: TimingRequest) -> performance.Timing:
         floor_ms=ceilings.floor_ms(request.minimum_bytes) if ceilings else None,
         wrong=wrong,
     )
+
+
+def _median(samples_ms: list[float]) -> float:
+    return float(np.median(samples_ms)) if samples_ms else math.nan  # none: wrong at warm-up
 
 
 class _InputSet:
@@ -156,10 +163,14 @@ class _Session:
     """The device state of one timing: kernels, input sets, the L2 flush buffer, events."""
 
     def __init__(self, backend, request: TimingRequest):
-        self.cuda = backend._cuda  # the backend's driver module, context current
+        self.cuda = backend._cuda  # the backend's driver module; its context is current
         self.request = request
         self.kernels = {"student": backend._function(request.student[0].program),
                         "reference": backend._function(request.reference)}
+        shared_bytes = request.student[0].shared_bytes
+        if shared_bytes > DEFAULT_SHARED_LIMIT:
+            for kernel in self.kernels.values():
+                kernel.set_attribute(self.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes)
         self.compare = {dtype: backend._function(_compare_program(dtype))
                         for _n, _b, dtype in _output_sizes(request.student[0])}
         self.stream = self.cuda.Stream()
