@@ -1,0 +1,57 @@
+"""Choosing a backend: the one place that decides (docs/backend-contract.md).
+
+``auto`` is ``gpu`` when PyCUDA imports and creates a context (probed in a short child
+process, so the grader itself never holds a CUDA context), else ``emulator``. Every
+backend returned here runs inside a killable worker subprocess (``worker.py``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from autograder.backends.base import Backend
+from autograder.backends.worker import WorkerBackend
+
+NAMES = ("auto", "gpu", "emulator")
+_PROBE = "import pycuda.driver as d; d.init(); d.Device(0).make_context().pop()"
+
+
+def gpu_available(timeout_s: float = 60) -> bool:
+    """True when PyCUDA can create a context on device 0."""
+    try:
+        probe = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+def resolve(name: str) -> str:
+    """``auto`` → ``gpu`` or ``emulator``; other names unchanged (checked)."""
+    if name not in NAMES:
+        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)}")
+    if name == "auto":
+        return "gpu" if gpu_available() else "emulator"
+    return name
+
+
+def make_gpu() -> Backend:
+    """Build the GPU backend (called inside the worker, so PyCUDA loads only there)."""
+    from autograder.backends.gpu import GpuBackend
+
+    return GpuBackend()
+
+
+def make_emulator() -> Backend:
+    from autograder.backends.emulator import EmulatorBackend
+
+    return EmulatorBackend()
+
+
+FACTORIES = {"gpu": make_gpu, "emulator": make_emulator}
+
+
+def select_backend(name: str, compile_s: float = 60) -> Backend:
+    """The backend for ``auto``, ``gpu`` or ``emulator``, in a worker subprocess."""
+    resolved = resolve(name)
+    return WorkerBackend(FACTORIES[resolved], resolved, compile_s=compile_s)

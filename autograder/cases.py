@@ -1,0 +1,152 @@
+"""From a spec and one case to a ready :class:`Launch`: fresh inputs, poisoned outputs.
+
+Inputs are drawn from a seed that depends on the secret seed of the grading run and on
+the case's identity (assignment, case group, index, launch), so the student's kernel, the
+reference kernel and both backends see the same inputs for a case, and nothing can be
+memorised across runs. Default inputs are never zero: floats have magnitudes uniform in
+[0.5, 1.5) with a random sign, integers are in [1, 100) with a random sign where signed.
+Outputs start as NaN (integers: a sentinel), so an output never written is visible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from autograder.backends.base import Buffer, Launch, Program
+from autograder.backends.base import Scalar as ScalarArg
+from autograder.spec import Array, Case, Spec, SpecError, dim3, evaluate
+
+
+def case_seed(secret: int, assignment: str, group: str, index: int, launch: int = 0) -> int:
+    """The seed of one launch of one case, derived from the grading run's secret seed."""
+    digest = hashlib.sha256(f"{secret}/{assignment}/{group}/{index}/{launch}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def sentinel(dtype: np.dtype) -> float | int:
+    """What an output holds before the launch: NaN, or an integer no kernel computes by chance."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return np.nan
+    info = np.iinfo(dtype)
+    return info.min if dtype.kind == "i" else info.max
+
+
+def unwritten(dtype: np.dtype, values: np.ndarray) -> np.ndarray:
+    """Where ``values`` still hold the sentinel."""
+    if np.dtype(dtype).kind == "f":
+        return np.isnan(values)
+    return values == sentinel(dtype)
+
+
+def random_array(rng: np.random.Generator, dtype: str, size: int) -> np.ndarray:
+    """Never zero: magnitudes in [0.5, 1.5) for floats, [1, 100) for integers, random signs."""
+    dtype_ = np.dtype(dtype)
+    if dtype_.kind == "f":
+        values = rng.uniform(0.5, 1.5, size)
+    elif dtype_.kind in "iu":
+        values = rng.integers(1, 100, size)
+    else:
+        raise SpecError(f"no default inputs for dtype {dtype}; give the spec an inputs= function")
+    if dtype_.kind != "u":
+        values = values * rng.choice(np.array([-1, 1]), size)
+    return values.astype(dtype_)
+
+
+def array_size(array: Array, case: Case) -> int:
+    size = int(evaluate(array.size, case))
+    if size < 0:
+        raise SpecError(f"array {array.name} has size {array.size} = {size} for case {dict(case)}")
+    return size
+
+
+def array_shape(array: Array, case: Case) -> tuple[int, ...]:
+    if array.shape is None:
+        return (array_size(array, case),)
+    return tuple(int(evaluate(e, case)) for e in array.shape)
+
+
+def arrays(spec: Spec) -> tuple[Array, ...]:
+    return tuple(a for a in spec.args if isinstance(a, Array))
+
+
+def make_inputs(spec: Spec, case: Case, seed: int) -> dict[str, np.ndarray]:
+    """Every array read by the kernel (intent ``in`` or ``inout``), flat, by name."""
+    rng = np.random.default_rng(seed)
+    custom = spec.inputs(rng, case) if spec.inputs else {}
+    inputs = {}
+    for array in arrays(spec):
+        if array.intent == "out":
+            continue
+        size = array_size(array, case)
+        data = custom[array.name] if array.name in custom else random_array(rng, array.dtype, size)
+        data = np.ascontiguousarray(data, dtype=array.dtype).reshape(-1)
+        if data.size != size:
+            raise SpecError(f"inputs() gave {array.name} {data.size} elements, its size is {size}")
+        inputs[array.name] = data
+    return inputs
+
+
+def program(spec: Spec, source: str, case: Case) -> Program:
+    defines = tuple((name, _define(evaluate(value, case))) for name, value in spec.defines.items())
+    return Program(source=source, filename=f"{spec.name}.cu", kernel=spec.kernel, defines=defines)
+
+
+def _define(value: int | float) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A launch ready to run, and what the checks need to judge its outputs."""
+
+    launch: Launch
+    inputs: dict[str, np.ndarray]  # the contents of every array the kernel reads, before the launch
+    seed: int
+
+
+def prepare(spec: Spec, source: str, case: Case, seed: int, time_limit_s: float) -> Prepared:
+    """Evaluate sizes, scalars, defines and geometry for ``case`` and build the launch."""
+    inputs = make_inputs(spec, case, seed)
+    args = []
+    for arg in spec.args:
+        if isinstance(arg, Array):
+            args.append(_buffer(arg, case, inputs))
+        else:
+            args.append(ScalarArg(arg.name, evaluate(arg.value, case), arg.dtype))
+    launch = Launch(
+        program=program(spec, source, case),
+        grid=dim3(spec.grid, case),
+        block=dim3(spec.block, case),
+        args=tuple(args),
+        shared_bytes=int(evaluate(spec.shared_bytes, case)),
+        time_limit_s=min(spec.time_limit_s, time_limit_s),
+    )
+    return Prepared(launch=launch, inputs=inputs, seed=seed)
+
+
+def _buffer(array: Array, case: Case, inputs: dict[str, np.ndarray]) -> Buffer:
+    if array.name in inputs:
+        return Buffer(array.name, inputs[array.name].copy(), is_output=array.intent == "inout")
+    poisoned = np.full(array_size(array, case), sentinel(array.dtype), dtype=array.dtype)
+    return Buffer(array.name, poisoned, is_output=True)
+
+
+def reference_outputs(spec: Spec, case: Case, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The spec's numpy reference in float64, outputs flattened, by name."""
+    kwargs = {}
+    for arg in spec.args:
+        if isinstance(arg, Array) and arg.name in inputs:
+            kwargs[arg.name] = inputs[arg.name].astype(np.float64).reshape(array_shape(arg, case))
+        elif not isinstance(arg, Array):
+            kwargs[arg.name] = evaluate(arg.value, case)
+    try:
+        outputs = spec.reference(**kwargs)
+    except Exception as e:
+        raise SpecError(f"{spec.name}: the numpy reference failed on case {dict(case)}: {e!r}") from e
+    return {name: np.asarray(value, dtype=np.float64).reshape(-1) for name, value in outputs.items()}

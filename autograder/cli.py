@@ -1,0 +1,212 @@
+"""The ``autograder`` command: grade a submission, check the course, profile a kernel."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import click
+
+from autograder import pipeline
+from autograder.backends import NAMES, select_backend
+from autograder.backends.base import BackendError, LaunchResult
+from autograder.cases import case_seed, prepare
+from autograder.checks import ItemResult
+from autograder.report import write_report
+from autograder.results import build_results, fallback_results, write_results
+
+
+def default_course_root() -> Path:
+    """The first with a rubric of: the working directory, this checkout, ``/autograder/source``."""
+    for candidate in (Path.cwd(), Path(__file__).resolve().parents[1], Path("/autograder/source")):
+        if (candidate / "rubric.yaml").is_file():
+            return candidate
+    return Path.cwd()
+
+
+def course_options(command):
+    """``--course`` and ``--backend``, shared by every command."""
+    command = click.option(
+        "--backend", type=click.Choice(NAMES), default=None,
+        help="Where kernels run (default: the rubric's `backend`, normally auto = GPU if PyCUDA finds one).",
+    )(command)
+    return click.option(
+        "--course", "course_root", type=click.Path(file_okay=False, path_type=Path), default=None,
+        envvar="AUTOGRADER_COURSE", show_envvar=True,
+        help="Course root holding assignments/, rubric.yaml, reference/ (default: ./, the checkout, "
+        "or /autograder/source).",
+    )(command)
+
+
+@click.group()
+@click.version_option(package_name="cuda-autograder")
+def main():
+    """Grade CUDA kernel assignments on a GPU (PyCUDA) or on the PTX emulator."""
+
+
+@main.command()
+@click.argument("submission", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@course_options
+@click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The rubric (default: COURSE/rubric.yaml).")
+@click.option("--results", "results_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("results.json"), show_default=True, help="Where to write results.json.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the TA report to REPORT.md and REPORT.json.")
+@click.option("--seed", type=int, default=None, help="Secret seed of the inputs (default: fresh each run).")
+@click.option("--assignment", "assignments", multiple=True,
+              help="Grade this assignment (repeatable; default: those whose .cu is in SUBMISSION).")
+def grade(submission, course_root, backend, rubric_path, results_path, report_path, seed, assignments):
+    """Grade SUBMISSION (a directory of <assignment>.cu files) into results.json.
+
+    A results.json is written whatever happens; if the grader itself fails, every item
+    scores 0 with the reason and the exit status is 2.
+    """
+    started = time.monotonic()
+    rubric = None
+    try:
+        course = pipeline.load(course_root or default_course_root(), rubric_path)
+        rubric = course.rubric
+        with open_backends(backend or rubric.backend, rubric.limits.compile_s) as backends:
+            graded = pipeline.grade_submission(
+                submission, course, backends, seed, list(assignments) or None, progress_printer()
+            )
+        write_results(results_path, build_results(graded, rubric))
+        if report_path:
+            write_report(report_path, graded, submission)
+    except BaseException as e:  # KeyboardInterrupt and SystemExit too: results.json comes first
+        reason = "".join(traceback.format_exception_only(e)).strip()
+        write_results(results_path, fallback_results(rubric, reason, time.monotonic() - started))
+        click.echo(f"grading failed: {reason}\n(results.json written with every item at 0)", err=True)
+        sys.exit(2)
+    total = sum(r.score for r in graded.items)
+    click.echo(f"{total:g} / {sum(r.item.points for r in graded.items):g} points -> {results_path}")
+
+
+@contextlib.contextmanager
+def open_backends(name: str, compile_s: float):
+    """The grading backend and the emulator for safety checks (the same one when it is the emulator)."""
+    grading = select_backend(name, compile_s)
+    safety = grading if grading.name == "emulator" else select_backend("emulator", compile_s)
+    try:
+        yield pipeline.Backends(grading=grading, safety=safety)
+    finally:
+        grading.close()
+        safety.close()
+
+
+def progress_printer():
+    """One line per item as it finishes, on a terminal; nothing otherwise."""
+    if not sys.stdout.isatty():
+        return None
+
+    def show(result: ItemResult) -> None:
+        mark = "ok " if result.passed else ("?? " if result.regrade else "-- ")
+        click.echo(f"{mark}{result.score:>5g} / {result.item.points:<3g} {result.item.name}")
+
+    return show
+
+
+@main.command()
+@course_options
+@click.option("--assignment", "assignments", multiple=True, help="Check only this assignment (repeatable).")
+def selfcheck(course_root, backend, assignments):
+    """Grade reference/ (must score 100 %) and starter/ (must score 0) for every assignment."""
+    course = pipeline.load(course_root or default_course_root())
+    names = list(assignments) or list(course.rubric.assignments)
+    failures = 0
+    with open_backends(backend or course.rubric.backend, course.rubric.limits.compile_s) as backends:
+        for name in names:
+            for folder, want_full in (("reference", True), ("starter", False)):
+                graded = pipeline.grade_submission(course.root / folder, course, backends, None, [name])
+                problems = selfcheck_problems(graded.items, want_full)
+                failures += bool(problems)
+                click.echo(selfcheck_line(name, folder, graded.items, problems))
+    sys.exit(1 if failures else 0)
+
+
+def selfcheck_problems(items: list[ItemResult], want_full: bool) -> list[ItemResult]:
+    """Items that break the expectation; items not run here (no GPU) are excused."""
+    run = [r for r in items if r.not_run is None]
+    if want_full:
+        return [r for r in run if not r.passed]
+    return [r for r in run if r.score > 0 or r.regrade]
+
+
+def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: list[ItemResult]) -> str:
+    score, points = sum(r.score for r in items), sum(r.item.points for r in items)
+    line = f"{'FAIL' if problems else 'ok  '} {name:<20} {folder:<9} {score:g} / {points:g}"
+    skipped = sorted({f"{r.item.check}: {r.not_run}" for r in items if r.not_run})
+    if skipped:
+        line += f"  (not run: {'; '.join(skipped)})"
+    for r in problems:
+        output = r.output.replace("\n", "\n       ")
+        line += f"\n     {r.item.name}: {r.score:g} / {r.item.points:g}\n       {output}"
+    return line
+
+
+@main.command()
+@click.argument("submission", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--assignment", required=True, help="The assignment whose kernel to profile.")
+@click.option("--case", "case_text", default=None,
+              help="Case parameters as k=v,k=v (default: the first case of the `safety` group).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option("--course", "course_root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              envvar="AUTOGRADER_COURSE", help="Course root (default as for `grade`).")
+def profile(submission, assignment, case_text, as_json, course_root):
+    """Run one case of SUBMISSION on the emulator; print counters by source line and findings."""
+    course = pipeline.load(course_root or default_course_root())
+    if assignment not in course.specs:
+        raise click.BadParameter(f"no assignment {assignment!r}", param_hint="--assignment")
+    spec = course.specs[assignment]
+    case = parse_case(case_text) or spec.cases.get("safety", next(iter(spec.cases.values())))[0]
+    source, problem = pipeline.read_source(submission / f"{assignment}.cu")
+    if problem:
+        raise click.ClickException(problem)
+    seed = case_seed(0, assignment, "profile", 0)
+    prepared = prepare(spec, source, case, seed, course.rubric.limits.case_s)
+    emulator = select_backend("emulator", course.rubric.limits.compile_s)
+    try:
+        result = emulator.launch(prepared.launch)
+    except BackendError as e:
+        raise click.ClickException(str(e)) from e
+    finally:
+        emulator.close()
+    click.echo(format_profile(result, source, as_json))
+
+
+def format_profile(result: LaunchResult, source: str, as_json: bool) -> str:
+    """The emulator's own formatting (``autograder/emulator/profile.py``) when present."""
+    try:
+        from autograder.emulator import profile as emulator_profile
+    except ImportError:
+        emulator_profile = None
+    if emulator_profile is not None:
+        return emulator_profile.format_profile(result, source, as_json=as_json)
+    counters = result.counters
+    data = {
+        "totals": counters.totals if counters else {},
+        "by_line": counters.by_line if counters else {},
+        "findings": [f.message for f in result.findings],
+    }
+    return json.dumps(data, indent=2)
+
+
+def parse_case(text: str | None) -> dict | None:
+    """``"T=32,n=70"`` → ``{"T": 32, "n": 70}``."""
+    if not text:
+        return None
+    case = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{part!r} is not k=v", param_hint="--case")
+        try:
+            case[key.strip()] = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise click.BadParameter(f"{value!r} is not a number", param_hint="--case") from e
+    return case

@@ -1,0 +1,72 @@
+"""Gradescope's ``results.json``, written whatever happens.
+
+One test per rubric item: ``name``, ``score``, ``max_score``, ``status``, ``output``,
+``visibility``, ``number`` (``<assignment>.<item>`` in rubric order) and ``tags`` (the
+assignment and the check kind, plus ``regrade`` when a person should look). When the
+grader itself fails, :func:`fallback_results` still lists every rubric item it knows,
+each scoring 0 with the reason. docs/pipeline.md says why this is not gradescope-utils'
+``JSONTestRunner``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from autograder.pipeline import Grade
+from autograder.rubric import Item, Rubric
+
+
+def build_results(grade: Grade, rubric: Rubric) -> dict:
+    tests = [_test(r.item, r.score, r.output, r.passed, rubric, r.regrade) for r in grade.items]
+    score = round(sum(t["score"] for t in tests), 4)
+    maximum = sum(t["max_score"] for t in tests)
+    summary = f"{score:g} / {maximum:g} points, graded on the {grade.backend} backend"
+    return {
+        "score": score,
+        "execution_time": round(grade.elapsed_s),
+        "output": "\n".join([*grade.notes, summary]),
+        "tests": tests,
+    }
+
+
+def fallback_results(rubric: Rubric | None, reason: str, elapsed_s: float = 0.0) -> dict:
+    """Every known item at 0 with ``reason``: what Gradescope gets when the grader fails."""
+    message = f"The autograder failed, not your submission; a TA will regrade it.\n{reason}"
+    items = rubric.items if rubric is not None else ()
+    return {
+        "score": 0.0,
+        "execution_time": round(elapsed_s),
+        "output": message,
+        "tests": [_test(item, 0.0, message, False, rubric, regrade=True) for item in items],
+    }
+
+
+def _test(item: Item, score: float, output: str, passed: bool, rubric: Rubric, regrade: bool) -> dict:
+    tags = [item.assignment, item.check] + (["regrade"] if regrade else [])
+    return {
+        "name": item.name,
+        "score": score,
+        "max_score": item.points,
+        "status": "passed" if passed else "failed",
+        "output": output,
+        "visibility": item.visibility,
+        "number": _number(item, rubric),
+        "tags": tags,
+    }
+
+
+def _number(item: Item, rubric: Rubric) -> str:
+    assignment = list(rubric.assignments).index(item.assignment) + 1
+    return f"{assignment}.{rubric.assignments[item.assignment].index(item) + 1}"
+
+
+def write_results(path: Path, results: dict) -> None:
+    """Write atomically, so a grader killed mid-write never leaves half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    os.replace(partial, path)
+

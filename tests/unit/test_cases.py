@@ -1,0 +1,75 @@
+import numpy as np
+import pytest
+
+from autograder.backends.base import Buffer, Scalar
+from autograder.cases import case_seed, make_inputs, prepare, reference_outputs, sentinel
+from autograder.spec import Array, Spec
+from autograder.spec import Scalar as ScalarSpec
+
+SPEC = Spec(
+    name="mix", kernel="mix",
+    args=(Array("x", "n + 4"), Array("k", "n", dtype="int32"), Array("y", "n", intent="out"),
+          Array("z", "n", dtype="int32", intent="out"), Array("w", "n", intent="inout"),
+          ScalarSpec("n", "n")),
+    block=("T",), grid=("cdiv(n, T)",), defines={"BLOCK": "T", "HALF": "T / 2"},
+    cases={"aligned": ({"n": 1000, "T": 64},)},
+    reference=lambda **kw: {"y": kw["x"][:-4], "z": kw["k"], "w": kw["w"]},
+    shared_bytes="T * 4", time_limit_s=30,
+)
+CASE = {"n": 1000, "T": 64}
+
+
+def test_seeds_differ_by_secret_and_case_and_repeat_exactly():
+    seeds = {
+        case_seed(s, "mix", g, i, repeat)
+        for s in (1, 2) for g in ("aligned", "ragged") for i in (0, 1) for repeat in (0, 1)
+    }
+    assert len(seeds) == 16
+    assert case_seed(7, "mix", "aligned", 0) == case_seed(7, "mix", "aligned", 0)
+
+
+def test_default_inputs_are_never_zero_and_signed():
+    inputs = make_inputs(SPEC, CASE, seed=3)
+    assert set(inputs) == {"x", "k", "w"}
+    x = inputs["x"]
+    assert x.dtype == np.float32 and x.size == 1004
+    assert (np.abs(x) >= 0.5).all() and (np.abs(x) < 1.5).all()
+    assert (x < 0).any() and (x > 0).any()
+    k = inputs["k"]
+    assert k.dtype == np.int32 and (k != 0).all() and (np.abs(k) < 100).all()
+
+
+def test_inputs_are_fresh_per_seed():
+    assert not np.array_equal(make_inputs(SPEC, CASE, 1)["x"], make_inputs(SPEC, CASE, 2)["x"])
+    assert np.array_equal(make_inputs(SPEC, CASE, 1)["x"], make_inputs(SPEC, CASE, 1)["x"])
+
+
+def test_prepare_poisons_outputs_and_evaluates_the_case():
+    prepared = prepare(SPEC, "src", CASE, seed=5, time_limit_s=20)
+    launch = prepared.launch
+    assert launch.grid == (16, 1, 1) and launch.block == (64, 1, 1) and launch.shared_bytes == 256
+    assert launch.time_limit_s == 20
+    assert launch.program.defines == (("BLOCK", "64"), ("HALF", "32"))
+    assert launch.program.filename == "mix.cu" and launch.program.kernel == "mix"
+    args = {a.name: a for a in launch.args}
+    assert isinstance(args["n"], Scalar) and args["n"].value == 1000
+    assert np.isnan(args["y"].data).all() and args["y"].is_output and args["y"].data.size == 1000
+    assert (args["z"].data == sentinel(np.int32)).all() and args["z"].data.dtype == np.int32
+    assert args["w"].is_output and np.array_equal(args["w"].data, prepared.inputs["w"])
+    assert not args["x"].is_output and isinstance(args["x"], Buffer)
+    args["x"].data[0] = 99  # the launch holds a copy: the inputs kept for comparison stay intact
+    assert prepared.inputs["x"][0] != 99
+
+
+def test_custom_inputs_and_their_size_check():
+    spec = Spec(**{**SPEC.__dict__, "inputs": lambda rng, case: {"k": np.arange(1, case["n"] + 1)}})
+    assert make_inputs(spec, CASE, 0)["k"][-1] == 1000
+    bad = Spec(**{**SPEC.__dict__, "inputs": lambda rng, case: {"k": np.ones(3)}})
+    with pytest.raises(Exception, match="inputs\\(\\) gave k 3 elements, its size is 1000"):
+        make_inputs(bad, CASE, 0)
+
+
+def test_reference_gets_float64_shaped_inputs():
+    inputs = make_inputs(SPEC, CASE, 0)
+    out = reference_outputs(SPEC, CASE, inputs)
+    assert out["y"].dtype == np.float64 and np.array_equal(out["y"], inputs["x"][:-4])

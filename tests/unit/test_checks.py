@@ -1,0 +1,124 @@
+import math
+
+import numpy as np
+import pytest
+
+from autograder.backends.base import Counters, Finding
+from autograder.checks import CaseOutcome, OutputComparison, bounds, compare_output, correctness, traffic
+from autograder.rubric import Item
+
+
+def item(check="correctness", cases="safety", points=2.0, **ratio):
+    return Item("vec", check, cases, points, f"vec {check}", **ratio)
+
+
+def outcome(correct=True, findings=(), backend="emulator", index=0, counters=None, error=None):
+    output = OutputComparison("c", 10, 0, 0, 0.0, 0.0)
+    if not correct:
+        output = OutputComparison("c", 10, 3, 0, 0.5, 0.25, "c[7]", 2.5, 2.0)
+    return CaseOutcome("safety", index, {"n": 10}, 123, backend, error=error, outputs=(output,),
+                       findings=tuple(findings), counters=counters)
+
+
+class FakeRuns:
+    def __init__(self, grading=(), safety=(), reference=(), grading_name="emulator"):
+        self.lists = {"grading": list(grading), "safety": list(safety), "reference": list(reference)}
+        self.names = {"grading": grading_name, "safety": "emulator", "reference": "emulator"}
+
+    def outcomes(self, role, group):
+        return self.lists[role]
+
+    def backend_name(self, role):
+        return self.names[role]
+
+
+OOB = Finding("out_of_bounds_write", "vec.cu:3: thread (5,0,0) of block (1,0,0) wrote c[10] past its end",
+              line=3)
+
+
+def test_compare_output_reports_first_wrong_multidim_index_unwritten_and_errors():
+    expected = np.arange(1, 13, dtype=np.float64)
+    got = expected.astype(np.float32)
+    got[7] = np.nan  # never written
+    got[9] += 0.5  # wrong
+    c = compare_output("C", got, expected, (3, 4), rtol=1e-6, atol=1e-6)
+    assert (c.wrong, c.unwritten, c.first_wrong) == (2, 1, "C[1, 3]")
+    assert math.isnan(c.got) and c.expected == 8.0
+    assert c.max_abs_error == pytest.approx(0.5) and c.max_rel_error == pytest.approx(0.05)
+    flat = compare_output("c", got, expected, (12,), 1e-6, 1e-6)
+    assert flat.first_wrong == "c[7]"
+
+
+def test_compare_output_tolerance_and_integer_sentinel():
+    expected = np.array([1.0, 2.0, 3.0])
+    assert compare_output("c", np.array([1.0, 2.0, 3.0000001], np.float32), expected, (3,), 1e-5, 1e-5).ok
+    ints = np.array([1, np.iinfo(np.int32).min, 3], np.int32)
+    c = compare_output("k", ints, expected, (3,), 0, 0)
+    assert (c.wrong, c.unwritten, c.first_wrong) == (1, 1, "k[1]")
+
+
+def test_compare_output_all_unwritten_has_no_max_error():
+    c = compare_output("c", np.full(4, np.nan, np.float32), np.ones(4), (4,), 1e-5, 1e-5)
+    assert (c.wrong, c.unwritten, c.max_abs_error) == (4, 4, None)
+
+
+def test_correctness_scores_the_fraction_of_correct_cases():
+    runs = FakeRuns(grading=[outcome(i != 1, index=i) for i in range(4)])
+    result = correctness(item(points=4), runs)
+    assert result.score == 3.0 and not result.passed
+    assert "3 of 4 cases correct" in result.output and "3 of 10 values of c wrong" in result.output
+
+
+def test_case_outcome_is_wrong_on_error_modified_input_or_unfinished_launch():
+    assert outcome().correct
+    assert not outcome(error="the kernel did not finish").correct
+    assert not CaseOutcome("g", 0, {}, 0, "emulator", inputs_modified=("a",)).correct
+    budget = Finding("instruction_budget", "the launch ran past its instruction budget")
+    assert not outcome(findings=[budget]).correct
+
+
+def test_bounds_is_gated_on_correctness_of_the_same_cases():
+    empty_stub = FakeRuns(safety=[outcome(False)])
+    result = bounds(item("bounds"), empty_stub)
+    assert result.score == 0 and "not awarded" in result.output
+
+
+def test_bounds_full_without_findings_zero_with_one():
+    assert bounds(item("bounds"), FakeRuns(safety=[outcome(), outcome(index=1)])).score == 2.0
+    result = bounds(item("bounds"), FakeRuns(safety=[outcome(), outcome(findings=[OOB], index=1)]))
+    assert result.score == 0 and "wrote c[10] past its end" in result.output
+
+
+def test_bounds_on_gpu_adds_the_gpu_canary_findings_to_the_emulators():
+    runs = FakeRuns(safety=[outcome()], grading=[outcome(findings=[OOB], backend="gpu")], grading_name="gpu")
+    result = bounds(item("bounds"), runs)
+    assert result.score == 0 and "[gpu]" not in result.output and "wrote c[10]" in result.output
+    runs = FakeRuns(safety=[outcome(findings=[OOB])], grading=[outcome(backend="gpu")])
+    assert bounds(item("bounds"), runs).score == 0
+
+
+def test_barrier_findings_do_not_cost_bounds_points():
+    race = Finding("shared_race", "a race", line=4)
+    assert bounds(item("bounds"), FakeRuns(safety=[outcome(findings=[race])])).score == 2.0
+
+
+def counted(value):
+    return Counters(totals={"global_load_values": value})
+
+
+@pytest.mark.parametrize(("student", "reference", "score"), [(100, 100, 2.0), (90, 100, 2.0), (200, 100, 1.0),
+                                                             (400, 100, 0.0), (1000, 100, 0.0)])
+def test_traffic_log_interpolates_the_ratio(student, reference, score):
+    runs = FakeRuns(safety=[outcome(counters=counted(student))],
+                    reference=[outcome(counters=counted(reference))])
+    result = traffic(item("traffic", metric="global_load_values", full_at=1.0, zero_at=4.0), runs)
+    assert result.score == pytest.approx(score)
+
+
+def test_traffic_without_counters_is_flagged_not_crashed():
+    runs = FakeRuns(safety=[outcome(counters=counted(1))], reference=[outcome(counters=None)])
+    result = traffic(item("traffic", metric="global_load_values", full_at=1.0, zero_at=4.0), runs)
+    assert result.score == 0 and result.regrade
+    runs = FakeRuns(safety=[outcome(counters=counted(1))], reference=[outcome(counters=counted(1))])
+    result = traffic(item("traffic", metric="sectors", full_at=1.0, zero_at=4.0), runs)
+    assert result.regrade and "sectors" in result.output

@@ -1,0 +1,74 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from autograder import cli, pipeline
+
+from .fake_backend import FakeBackend
+
+
+@pytest.fixture(autouse=True)
+def fake_backends(monkeypatch):
+    monkeypatch.setattr(cli, "select_backend", lambda name, compile_s=60: FakeBackend(name))
+
+
+def run(*args):
+    return CliRunner().invoke(cli.main, [str(a) for a in args])
+
+
+def test_grade_writes_results_and_report(course_root, tmp_path):
+    results, report = tmp_path / "out/results.json", tmp_path / "out/report"
+    outcome = run("grade", course_root / "reference", "--course", course_root, "--results", results,
+                  "--report", report, "--seed", 4)
+    assert outcome.exit_code == 0, outcome.output
+    assert "10 / 11 points" in outcome.output
+    assert json.loads(results.read_text())["score"] == 10
+    assert json.loads((tmp_path / "out/report.json").read_text())["seed"] == 4
+    assert (tmp_path / "out/report.md").exists()
+
+
+def test_grade_with_a_broken_rubric_still_writes_results(course_root, tmp_path):
+    (course_root / "rubric.yaml").write_text("assignments:\n  vec:\n    items:\n      - {check: speed}\n")
+    results = tmp_path / "results.json"
+    outcome = run("grade", course_root / "reference", "--course", course_root, "--results", results)
+    assert outcome.exit_code == 2
+    data = json.loads(results.read_text())
+    assert data["score"] == 0 and data["tests"] == []
+    assert "rubric.yaml:2: no rubric entry for assignment(s) grid2d" in data["output"]
+
+
+def test_a_grader_crash_scores_every_item_zero_with_the_reason(course_root, tmp_path, monkeypatch):
+    def crash(*args, **kwargs):
+        raise MemoryError("grader ran out of memory")
+
+    monkeypatch.setattr(pipeline, "grade_submission", crash)
+    results = tmp_path / "results.json"
+    outcome = run("grade", course_root / "reference", "--course", course_root, "--results", results)
+    assert outcome.exit_code == 2
+    data = json.loads(results.read_text())
+    assert len(data["tests"]) == 7 and all(t["score"] == 0 for t in data["tests"])
+    assert all("MemoryError: grader ran out of memory" in t["output"] for t in data["tests"])
+
+
+def test_selfcheck_passes_on_a_sound_course(course_root):
+    outcome = run("selfcheck", "--course", course_root)
+    assert outcome.exit_code == 0, outcome.output
+    assert "ok   vec                  reference 7 / 8  (not run: performance: needs a GPU)" in outcome.output
+    assert "ok   grid2d               starter   0 / 3" in outcome.output
+
+
+def test_selfcheck_fails_when_the_reference_is_wrong_or_the_starter_scores(course_root):
+    (course_root / "reference/grid2d.cu").write_text("def grid2d(ctx, x, y, r):\n    y[:] = 3 * x\n")
+    (course_root / "starter/vec.cu").write_text((course_root / "reference/vec.cu").read_text())
+    outcome = run("selfcheck", "--course", course_root)
+    assert outcome.exit_code == 1
+    assert "FAIL grid2d               reference 0 / 3" in outcome.output
+    assert "FAIL vec                  starter   7 / 8" in outcome.output
+
+
+def test_parse_case():
+    assert cli.parse_case("T=32,n=70") == {"T": 32, "n": 70}
+    assert cli.parse_case(None) is None
+    with pytest.raises(Exception, match="not k=v"):
+        cli.parse_case("T")

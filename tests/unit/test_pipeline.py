@@ -1,0 +1,169 @@
+import json
+
+import pytest
+
+from autograder import pipeline
+from autograder.report import write_report
+from autograder.results import build_results, fallback_results
+
+from .fake_backend import FakeBackend
+
+OUT_OF_BOUNDS = '''
+def vec(ctx, a, b, c, n):
+    c[:n] = a[:n] + b[:n]
+    ctx.count("global_load_values", 2 * n)
+    if n % ctx.block[0]:
+        ctx.finding("out_of_bounds_write", f"vec.cu:3: thread (6,0,0) wrote c[{n}] past its end",
+                    line=3, array="c", index=n, bound=n)
+'''
+
+LAST_BLOCK_MISSING = '''
+def vec(ctx, a, b, c, n):
+    full = n - n % ctx.block[0]
+    c[:full] = a[:full] + b[:full]
+    ctx.count("global_load_values", 2 * n)
+'''
+
+TWICE_THE_LOADS = '''
+def vec(ctx, a, b, c, n):
+    c[:n] = a[:n] + b[:n]
+    ctx.count("global_load_values", 4 * n)
+'''
+
+WRITES_INPUT = '''
+def vec(ctx, a, b, c, n):
+    c[:n] = a[:n] + b[:n]
+    a[0] = 0
+    ctx.count("global_load_values", 2 * n)
+'''
+
+COMPILE_ERROR = '''
+def vec(ctx, a, b, c, n):
+#error expected a ';'
+'''
+
+
+def grade(course, backends, folder, seed=1, **kwargs):
+    return pipeline.grade_submission(folder, course, backends, seed=seed, **kwargs)
+
+
+def scores(graded):
+    return {r.item.name: r.score for r in graded.items}
+
+
+def test_reference_scores_full_except_performance_not_run(course, backends):
+    graded = grade(course, backends, course.root / "reference")
+    assert [r.item.name for r in graded.items][:2] == ["vec correctness (aligned)",
+                                                       "vec correctness (ragged)"]
+    not_full = [r for r in graded.items if not r.passed]
+    assert [(r.item.check, r.not_run) for r in not_full] == [("performance", "needs a GPU")]
+    assert sum(r.score for r in graded.items) == 10
+
+
+def test_starter_scores_zero_everywhere(course, backends):
+    graded = grade(course, backends, course.root / "starter")
+    assert all(r.score == 0 for r in graded.items)
+    bounds = next(r for r in graded.items if r.item.check == "bounds")
+    assert "not awarded" in bounds.output
+    ragged = next(r for r in graded.items if r.item.name == "vec correctness (ragged)")
+    assert "70 never written" in ragged.output
+
+
+def test_out_of_bounds_loses_only_bounds(course, backends, submit):
+    graded = grade(course, backends, submit(vec=OUT_OF_BOUNDS))
+    assert scores(graded) == {
+        "vec correctness (aligned)": 2, "vec correctness (ragged)": 2, "vec bounds (safety)": 0,
+        "vec barriers (safety)": 1, "vec traffic (safety)": 1, "vec performance (perf)": 0,
+    }
+    assert "wrote c[70] past its end" in next(r for r in graded.items if r.item.check == "bounds").output
+
+
+def test_missing_last_block_fails_ragged_and_gates_safety(course, backends, submit):
+    graded = grade(course, backends, submit(vec=LAST_BLOCK_MISSING))
+    s = scores(graded)
+    assert s["vec correctness (aligned)"] == 2 and s["vec correctness (ragged)"] == 0
+    assert s["vec bounds (safety)"] == s["vec barriers (safety)"] == s["vec traffic (safety)"] == 0
+
+
+def test_traffic_ratio(course, backends, submit):
+    graded = grade(course, backends, submit(vec=TWICE_THE_LOADS))
+    assert scores(graded)["vec traffic (safety)"] == pytest.approx(0.5)
+
+
+def test_modified_input_is_reported(course, backends, submit):
+    graded = grade(course, backends, submit(vec=WRITES_INPUT))
+    assert "input a was modified" in graded.items[0].output and graded.items[0].score == 0
+
+
+def test_compile_error_fails_every_item_with_the_line(course, backends, submit):
+    graded = grade(course, backends, submit(vec=COMPILE_ERROR))
+    assert len(graded.items) == 6 and all(r.score == 0 for r in graded.items)
+    assert all("vec.cu(2): error: expected a ';'" in r.output for r in graded.items)
+
+
+def test_only_submitted_assignments_are_graded(course, backends, submit):
+    graded = grade(course, backends, submit(grid2d=(course.root / "reference/grid2d.cu").read_text()))
+    assert [r.item.name for r in graded.items] == ["grid2d correctness (aligned)"] and graded.items[0].passed
+
+
+def test_empty_submission_fails_every_item_with_a_note(course, backends, tmp_path):
+    (tmp_path / "empty").mkdir()
+    graded = grade(course, backends, tmp_path / "empty")
+    assert len(graded.items) == 7 and all(r.score == 0 for r in graded.items)
+    assert "expected one of: vec.cu, grid2d.cu" in graded.notes[0]
+    assert "vec.cu was not submitted" in graded.items[0].output
+
+
+def test_multidim_first_wrong_index(course, backends, submit):
+    graded = grade(course, backends, submit(grid2d="def grid2d(ctx, x, y, r):\n    y[:-1] = 2 * x[:-1]\n"))
+    assert "first y[3, 5]: got nan" in graded.items[0].output
+
+
+def test_a_grader_bug_in_one_case_is_flagged_and_the_rest_graded(course, submit, monkeypatch):
+    class Broken(FakeBackend):
+        def launch(self, launch):
+            if dict(launch.program.defines)["BLOCK"] == "32" and launch.args[-1].value == 1:
+                raise ZeroDivisionError("emulator bug")
+            return super().launch(launch)
+
+    broken = Broken()
+    graded = grade(course, pipeline.Backends(broken, broken), course.root / "reference")
+    ragged = next(r for r in graded.items if r.item.name == "vec correctness (ragged)")
+    assert ragged.regrade and "grader error: ZeroDivisionError: emulator bug" in ragged.output
+    assert ragged.score == 1.0  # the other ragged case still counts
+    assert next(r for r in graded.items if r.item.check == "bounds").passed
+
+
+def test_results_json_shape(course, backends):
+    graded = grade(course, backends, course.root / "reference", seed=918273645)
+    results = build_results(graded, course.rubric)
+    assert results["score"] == 10 and isinstance(results["execution_time"], int)
+    assert "10 / 11 points" in results["output"]
+    first, perf = results["tests"][0], results["tests"][5]
+    assert set(first) == {"name", "score", "max_score", "status", "output", "visibility", "number", "tags"}
+    assert (first["number"], first["tags"], first["status"]) == ("1.1", ["vec", "correctness"], "passed")
+    assert (perf["visibility"], perf["status"], perf["tags"]) == ("after_due_date", "failed",
+                                                                   ["vec", "performance", "regrade"])
+    assert results["tests"][6]["number"] == "2.1"
+    case_seed = graded.items[0].evidence["cases"][0]["seed"]
+    assert "seed" not in json.dumps(results) and "918273645" not in json.dumps(results)
+    assert str(case_seed) not in json.dumps(results)
+
+
+def test_fallback_results_list_every_item_at_zero(course):
+    results = fallback_results(course.rubric, "RuntimeError: boom", 3.2)
+    assert results["score"] == 0 and len(results["tests"]) == 7 and results["execution_time"] == 3
+    assert all(t["score"] == 0 and "RuntimeError: boom" in t["output"] for t in results["tests"])
+    assert fallback_results(None, "no rubric")["tests"] == []
+
+
+def test_report_has_seeds_and_evidence(course, backends, submit, tmp_path):
+    folder = submit(vec=OUT_OF_BOUNDS)
+    graded = grade(course, backends, folder)
+    json_path, md_path = write_report(tmp_path / "report.md", graded, folder)
+    data = json.loads(json_path.read_text())
+    assert data["seed"] == 1 and data["max_score"] == 8
+    case = data["items"][2]["evidence"]["cases"][0]
+    assert case["seed"] and case["findings"][0]["line"] == 3
+    text = md_path.read_text()
+    assert "secret seed `1`" in text and "line 3: out_of_bounds_write" in text

@@ -1,0 +1,93 @@
+import time
+
+import numpy as np
+import pytest
+
+from autograder import pipeline
+from autograder.backends.base import (
+    Buffer,
+    CompileError,
+    Launch,
+    LaunchFailure,
+    LaunchTimeout,
+    Program,
+    Scalar,
+)
+from autograder.backends.worker import WorkerBackend, WorkerError
+
+from .fake_backend import FakeBackend
+
+ADD = "def k(ctx, x, n):\n    x[:n] += 1\n"
+HANG = "import time\ndef k(ctx, x, n):\n    while True:\n        time.sleep(0.01)\n"
+EXIT = "import os\ndef k(ctx, x, n):\n    os._exit(3)\n"
+SEGFAULT = "import ctypes\ndef k(ctx, x, n):\n    ctypes.string_at(0)\n"
+BUG = "def k(ctx, x, n):\n    raise KeyError('emulator bug')\n"
+
+
+def launch(source, limit_s=2.0):
+    args = (Buffer("x", np.ones(4, np.float32), is_output=True), Scalar("n", 4))
+    return Launch(Program(source, "k.cu", "k"), (1, 1, 1), (4, 1, 1), args, time_limit_s=limit_s)
+
+
+@pytest.fixture
+def worker():
+    backend = WorkerBackend(FakeBackend, "emulator", compile_s=10)
+    yield backend
+    backend.close()
+
+
+def test_launch_runs_in_the_worker_and_it_is_reused(worker):
+    assert worker.launch(launch(ADD)).outputs["x"].tolist() == [2, 2, 2, 2]
+    worker.launch(launch(ADD))
+    assert worker.starts == 1
+
+
+def test_a_hung_kernel_is_killed_at_its_limit_and_the_worker_restarts(worker):
+    worker.launch(launch(ADD))
+    started = time.monotonic()
+    with pytest.raises(LaunchTimeout, match=r"did not finish within 0\.5 s"):
+        worker.launch(launch(HANG, limit_s=0.5))
+    assert time.monotonic() - started < 5
+    assert worker.launch(launch(ADD)).outputs["x"][0] == 2
+    assert worker.starts == 2
+
+
+@pytest.mark.parametrize(("source", "how"), [(EXIT, "exit code 3"), (SEGFAULT, "signal SIGSEGV")])
+def test_a_crashing_kernel_fails_its_launch_and_the_next_runs(worker, source, how):
+    with pytest.raises(LaunchFailure, match=rf"crashed the grading worker \({how}\)"):
+        worker.launch(launch(source))
+    assert worker.launch(launch(ADD)).outputs["x"][0] == 2
+
+
+def test_compile_error_crosses_with_its_log(worker):
+    with pytest.raises(CompileError) as error:
+        worker.compile(Program("def k():\n#error expected a ';'\n", "k.cu", "k"))
+    assert error.value.log == "k.cu(2): error: expected a ';'"
+    assert str(error.value) == "compilation failed:\nk.cu(2): error: expected a ';'"
+
+
+def test_an_unexpected_error_is_a_grader_error_with_the_traceback(worker):
+    with pytest.raises(WorkerError, match="KeyError: 'emulator bug'"):
+        worker.launch(launch(BUG))
+
+
+def test_pipeline_grades_the_rest_after_a_hang_and_a_crash(course, submit):
+    hang_on_ragged = (
+        "import os, time\n"
+        "def vec(ctx, a, b, c, n):\n"
+        "    if n == 1:\n        os._exit(1)\n"
+        "    if n == 70 and ctx.block[0] == 32 and c.size == 70 and a[0] != 0:\n"
+        "        while True:\n            time.sleep(0.01)\n"
+        "    c[:n] = a[:n] + b[:n]\n"
+    )
+    worker = WorkerBackend(FakeBackend, "emulator")
+    try:
+        backends = pipeline.Backends(worker, worker)
+        graded = pipeline.grade_submission(submit(vec=hang_on_ragged), course, backends, 5)
+    finally:
+        worker.close()
+    results = {r.item.name: r for r in graded.items}
+    assert results["vec correctness (aligned)"].score == 2
+    ragged = results["vec correctness (ragged)"]
+    assert ragged.score == 0 and "exit code 1" in ragged.output
+    assert "did not finish within 3 s" in ragged.output
