@@ -1,9 +1,15 @@
+import contextlib
+import dataclasses
+import itertools
 import math
 
 import numpy as np
 import pytest
 
 from autograder import performance as perf
+from autograder.backends import gpu_timing
+from autograder.backends.base import Buffer, Launch, Program
+from autograder.backends.base import Scalar as ScalarArg
 from autograder.spec import Array, Scalar, Spec
 
 
@@ -150,3 +156,155 @@ def test_settled_needs_both_repeats_and_a_small_spread():
     assert not perf.settled(steady[:9], target=0.003, min_repeats=30)
     noisy = list(np.random.default_rng(2).uniform(0.5, 1.5, 60))
     assert not perf.settled(noisy, target=0.003, min_repeats=30)
+
+
+# --- the timing protocol (backends/gpu_timing.py) on a fake CUDA driver -------------------
+
+
+class _FakeCuda:
+    """Just enough of pycuda.driver: memory as numpy bytes, kernels as Python functions."""
+
+    Error = RuntimeError
+
+    def __init__(self):
+        self.memory: dict[int, np.ndarray] = {}
+        self.clock = itertools.count()
+        self.next_address = 1 << 20
+
+    def mem_alloc(self, nbytes):
+        address, self.next_address = self.next_address, self.next_address + nbytes + (1 << 20)
+        self.memory[address] = np.zeros(nbytes, np.uint8)
+        fake = self
+
+        class Allocation(int):
+            def free(self):
+                fake.memory.pop(int(self))
+
+        return Allocation(address)
+
+    def view(self, address, dtype, count):
+        base = max(a for a in self.memory if a <= int(address))
+        offset = int(address) - base
+        return self.memory[base][offset : offset + count * np.dtype(dtype).itemsize].view(dtype)
+
+    def memcpy_htod(self, dest, src):
+        self.view(dest, np.uint8, src.nbytes)[:] = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
+
+    def memcpy_dtoh(self, dest, src):
+        dest.reshape(-1).view(np.uint8)[:] = self.view(src, np.uint8, dest.nbytes)
+
+    def memcpy_dtod_async(self, dest, src, size, stream=None):
+        self.view(dest, np.uint8, size)[:] = self.view(src, np.uint8, size)
+
+    def memset_d32_async(self, dest, data, count, stream=None):
+        self.view(dest, np.uint32, count)[:] = data
+
+    def Stream(self):  # noqa: N802 - pycuda's name
+        return type("Stream", (), {"synchronize": lambda self: None})()
+
+    def Event(self):  # noqa: N802 - pycuda's name
+        cuda = self
+
+        class Event:
+            def record(self, stream=None):
+                self.at = next(cuda.clock)
+
+            def time_till(self, other):
+                return float(other.at - self.at)
+
+        return Event()
+
+
+class _FakeBackend:
+    device_name = "Fake GPU"
+
+    def __init__(self, kernels):
+        self._cuda = _FakeCuda()
+        self.kernels = kernels  # program source -> Python kernel over (cuda, args)
+
+    def _usable(self):
+        pass
+
+    def _active(self):
+        return contextlib.nullcontext()
+
+    def _cuda_failures(self, program, error_class):
+        return contextlib.nullcontext()
+
+    def _function(self, program):
+        if program.filename == "count_mismatches.cu":
+            return self._compare
+        kernel = self.kernels[program.source]
+        return lambda *args, **launch: kernel(self._cuda, *args)
+
+    def _compare(self, got, want, n, atol, rtol, bad, **launch):
+        g, w = (self._cuda.view(p, np.float32, int(n)).astype(np.float64) for p in (got, want))
+        self._cuda.view(bad, np.uint32, 1)[0] += int((~(np.abs(g - w) <= atol + rtol * np.abs(w))).sum())
+
+
+def _vector_add(cuda, a, b, c, n, extra=1):
+    n = int(n)
+    cuda.view(c, np.float32, n)[:] = cuda.view(a, np.float32, n) + cuda.view(b, np.float32, n)
+    cuda.clock = itertools.count(next(cuda.clock) + extra)  # "time" passes with the work
+
+
+def _remembering():
+    first = {}
+
+    def kernel(cuda, a, b, c, n):
+        if not first:
+            _vector_add(cuda, a, b, c, n)
+            first["c"] = cuda.view(c, np.float32, int(n)).copy()
+        else:  # replays the first call's answer
+            cuda.view(c, np.float32, int(n))[:] = first["c"]
+
+    return kernel
+
+
+def _request(student_source, n=1000, sets=3):
+    rng = np.random.default_rng(0)
+    launches = tuple(
+        Launch(Program(student_source, "vector_add.cu", "vector_add"), (4, 1, 1), (256, 1, 1), args=(
+            Buffer("a", rng.uniform(0.5, 1.5, n).astype(np.float32)),
+            Buffer("b", rng.uniform(0.5, 1.5, n).astype(np.float32)),
+            Buffer("c", np.full(n, np.nan, np.float32), is_output=True), ScalarArg("n", n)))
+        for _ in range(sets)
+    )
+    return gpu_timing.TimingRequest(
+        student=launches, reference=Program("reference", "vector_add.cu", "vector_add"),
+        case={"n": n}, rtol=1e-6, atol=1e-6, minimum_bytes=12 * n, min_repeats=12, budget_s=5,
+    )
+
+
+def test_timing_protocol_interleaves_and_measures_a_slower_kernel():
+    kernels = {"reference": _vector_add, "slow": lambda cuda, *args: _vector_add(cuda, *args, extra=3)}
+    timing = gpu_timing.time_case(_FakeBackend(kernels), _request("slow"))
+    assert timing.wrong is None
+    assert timing.reference_ms == 2.0 and timing.student_ms == 4.0 and timing.ratio == 2.0
+    assert timing.repeats >= 12 and timing.repeats % 3 == 0 and timing.input_sets == 3
+    assert timing.device == "Fake GPU" and timing.floor_ms is None
+
+
+def test_timing_protocol_fails_a_kernel_that_replays_its_first_answer():
+    kernels = {"reference": _vector_add, "remembering": _remembering()}
+    timing = gpu_timing.time_case(_FakeBackend(kernels), _request("remembering"))
+    assert timing.wrong.startswith("launch 3 of your kernel (input set 1) gave 1000 outputs that differ")
+    evidence = perf.score_timings([timing], full_at=1.2, zero_at=4.0)
+    assert evidence.fraction == 0.0
+
+
+def test_timing_protocol_fails_a_kernel_that_writes_nothing_after_its_first_call():
+    calls = itertools.count()
+
+    def lazy(cuda, *args):
+        if next(calls) == 0:
+            _vector_add(cuda, *args)
+
+    timing = gpu_timing.time_case(_FakeBackend({"reference": _vector_add, "lazy": lazy}), _request("lazy"))
+    assert timing.wrong is not None and "1000 outputs" in timing.wrong
+
+
+def test_timing_stops_at_max_repeats():
+    request = dataclasses.replace(_request("reference"), min_repeats=10**6, max_repeats=9)
+    timing = gpu_timing.time_case(_FakeBackend({"reference": _vector_add}), request)
+    assert timing.repeats == 9 and timing.ratio == 1.0
