@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from autograder import performance
-from autograder.backends.base import Counters, Finding, LaunchResult
+from autograder.backends.base import BackendError, Counters, Finding, LaunchResult
 from autograder.cases import Prepared, array_shape, arrays, reference_outputs, unwritten
 from autograder.rubric import Item
 from autograder.spec import Case, Spec, evaluate
@@ -138,6 +138,9 @@ class Runs(Protocol):
 
     def backend_name(self, role: str) -> str: ...
 
+    def timings(self, group: str) -> list[performance.Timing]:
+        """Student against reference, interleaved on the grading GPU, for every case of ``group``."""
+
 
 def correctness(item: Item, runs: Runs) -> ItemResult:
     outcomes = runs.outcomes("grading", item.cases)
@@ -194,15 +197,30 @@ def traffic(item: Item, runs: Runs) -> ItemResult:
 
 
 def performance_check(item: Item, runs: Runs) -> ItemResult:
-    """Hook for timed scoring against the reference (issue 4, ``autograder/performance.py``).
+    """Speed against the reference (``performance.py``): GPU time, or an emulator counter.
 
-    Timing is not wired in yet: the item scores 0, says why, and is flagged for regrading,
-    so neither the student nor the TA mistakes it for a measured result.
+    ``metric: time`` needs the GPU: without one the item is not run and is flagged for
+    regrading on a GPU, never scored 0 silently. A counter metric scores like ``traffic``.
+    A time under the device's physical floor is scored but flagged for a TA.
     """
-    reason = "needs a GPU" if runs.backend_name("grading") != "gpu" else "GPU timing is not wired in yet"
-    evidence = performance.not_run(item.metric, reason)
-    evidence_dict = {"ratio": evidence.to_dict()}
-    return ItemResult(item, 0.0, evidence.message, evidence_dict, regrade=True, not_run=reason)
+    if not performance.needs_gpu(item.metric):
+        return traffic(item, runs)
+    if runs.backend_name("grading") != "gpu":
+        evidence = performance.not_run(item.metric, "needs a GPU")
+        return ItemResult(item, 0.0, evidence.message, {"ratio": evidence.to_dict()}, regrade=True,
+                          not_run="needs a GPU")
+    outcomes = runs.outcomes("grading", item.cases)
+    gate = _gate(item, outcomes)
+    if gate:
+        return gate
+    try:
+        evidence = performance.score_timings(runs.timings(item.cases), item.full_at, item.zero_at)
+    except BackendError as e:
+        return _result(item, 0.0, [f"timing failed: {e}"], outcomes)
+    result = _result(item, item.points * evidence.fraction, [evidence.message], outcomes,
+                     regrade=evidence.below_floor)
+    result.evidence.update(ratio=evidence.to_dict())
+    return result
 
 
 CHECKS: dict[str, Callable[[Item, Runs], ItemResult]] = {

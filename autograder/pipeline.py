@@ -20,8 +20,10 @@ from pathlib import Path
 from gradescope_utils.autograder_utils.files import check_submitted_files
 
 from autograder.backends.base import Backend, BackendError, CompileError
+from autograder.backends.gpu_timing import timing_request
 from autograder.cases import case_seed, prepare, program
 from autograder.checks import CHECKS, CaseOutcome, ItemResult, compare
+from autograder.performance import Timing
 from autograder.rubric import Item, Rubric, load_rubric
 from autograder.spec import Spec, load_course
 
@@ -84,6 +86,11 @@ class CaseRunner:
 
     def backend_name(self, role: str) -> str:
         return self.roles[role][0].name
+
+    def timings(self, group: str) -> list[Timing]:
+        gpu = self.roles["grading"][0]
+        return [gpu.time(timing_request(self.spec, self.sources, case, group, i, self.secret, self.case_s))
+                for i, case in enumerate(self.spec.cases[group])]
 
     def outcomes(self, role: str, group: str) -> list[CaseOutcome]:
         backend, source_kind = self.roles[role]

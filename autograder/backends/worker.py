@@ -51,6 +51,10 @@ class WorkerBackend(Backend):
     def launch(self, launch: Launch) -> LaunchResult:
         return self._call("launch", launch, launch.time_limit_s)
 
+    def time(self, request):
+        """``gpu_timing.time_case`` in the worker (a GPU backend), within the request's limit."""
+        return self._call("time", request, request.limit_s)
+
     def close(self) -> None:
         if self._process is None:
             return
