@@ -1,29 +1,18 @@
 """Choosing a backend: the one place that decides (docs/backend-contract.md).
 
-``auto`` is ``gpu`` when PyCUDA imports and creates a context (probed in a short child
-process, so the grader itself never holds a CUDA context), else ``emulator``. Every
-backend returned here runs inside a killable worker subprocess (``worker.py``).
+``auto`` is ``gpu`` when PyCUDA imports and creates a context (``gpu.gpu_available``
+probes in a short child process, so the grader never holds a CUDA context), else
+``emulator``. Every backend returned here runs inside a killable worker subprocess
+(``worker.py``).
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from autograder.backends.base import Backend
+from autograder.backends.gpu import gpu_available
 from autograder.backends.worker import WorkerBackend
 
 NAMES = ("auto", "gpu", "emulator")
-_PROBE = "import pycuda.driver as d; d.init(); d.Device(0).make_context().pop()"
-
-
-def gpu_available(timeout_s: float = 60) -> bool:
-    """True when PyCUDA can create a context on device 0."""
-    try:
-        probe = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return probe.returncode == 0
 
 
 def resolve(name: str) -> str:

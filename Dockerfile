@@ -1,0 +1,38 @@
+# The grading image, in Gradescope's layout: the course in /autograder/source, the student's
+# files in /autograder/submission, results in /autograder/results/results.json, and the
+# executable /autograder/run_autograder.
+#
+# Default: an NVIDIA CUDA devel image with PyCUDA (run with `docker run --gpus all`).
+# Hosted Gradescope has no GPU: build with
+#   --build-arg BASE=gradescope/autograder-base:ubuntu-22.04 --build-arg EXTRAS=
+# and the grader uses the PTX emulator (`--backend auto` finds no GPU).
+ARG BASE=nvidia/cuda:12.8.1-devel-ubuntu24.04
+FROM ${BASE}
+
+# Extras of the package to install on top of the base install: "gpu" (PyCUDA) or nothing.
+ARG EXTRAS=gpu
+ENV DEBIAN_FRONTEND=noninteractive \
+    PIP_NO_CACHE_DIR=1 \
+    CUDA_ROOT=/usr/local/cuda \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv python3-dev g++ \
+    && rm -rf /var/lib/apt/lists/* \
+    && python3 -m venv "$VIRTUAL_ENV"
+
+COPY . /autograder/source
+WORKDIR /autograder/source
+
+# The same install command as README.md and .ci/run, then the GPU extra where asked for.
+RUN python3 -m pip install -e . \
+    && if [ -n "$EXTRAS" ]; then python3 -m pip install -e ".[$EXTRAS]"; fi
+
+RUN install -m 755 run_autograder /autograder/run_autograder \
+    && mkdir -p /autograder/submission /autograder/results
+
+CMD ["/autograder/run_autograder"]
