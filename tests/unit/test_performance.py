@@ -6,10 +6,12 @@ import math
 import numpy as np
 import pytest
 
+from autograder import checks
 from autograder import performance as perf
 from autograder.backends import gpu_timing
-from autograder.backends.base import Buffer, Launch, Program
+from autograder.backends.base import Buffer, Launch, LaunchFailure, Program
 from autograder.backends.base import Scalar as ScalarArg
+from autograder.rubric import Item
 from autograder.spec import Array, Scalar, Spec
 
 
@@ -308,3 +310,58 @@ def test_timing_stops_at_max_repeats():
     request = dataclasses.replace(_request("reference"), min_repeats=10**6, max_repeats=9)
     timing = gpu_timing.time_case(_FakeBackend({"reference": _vector_add}), request)
     assert timing.repeats == 9 and timing.ratio == 1.0
+
+
+# --- the performance check (checks.performance_check) ----------------------------------
+
+
+
+class _Runs:
+    """A pipeline stand-in: correct outcomes on the grading backend, and given timings."""
+
+    def __init__(self, backend, timings=(), correct=True):
+        self.backend, self.timings_given, self.correct = backend, timings, correct
+
+    def outcomes(self, role, group):
+        error = None if self.correct else "wrong"
+        return [checks.CaseOutcome(group, 0, {"n": 1 << 24}, 7, self.backend, error=error)]
+
+    def backend_name(self, role):
+        return self.backend
+
+    def timings(self, group):
+        if isinstance(self.timings_given, Exception):
+            raise self.timings_given
+        return list(self.timings_given)
+
+
+PERF_ITEM = Item("vector_add", "performance", "perf", 3.0, "speed", metric="time", full_at=1.25, zero_at=4.0)
+
+
+def test_performance_item_without_gpu_is_not_run_and_flagged():
+    result = checks.performance_check(PERF_ITEM, _Runs("emulator"))
+    assert result.score == 0.0 and result.regrade and result.not_run == "needs a GPU"
+    assert result.output.startswith("not run: needs a GPU")
+
+
+def test_performance_item_on_gpu_scores_the_timing_with_its_evidence():
+    result = checks.performance_check(PERF_ITEM, _Runs("gpu", [_timing(2.0, 1.0)]))
+    assert 0.0 < result.score < 3.0 and not result.regrade
+    assert result.evidence["ratio"]["ratio"] == pytest.approx(2.0)
+    assert result.evidence["ratio"]["cases"][0]["device"] == "NVIDIA H200"
+
+
+def test_performance_item_is_gated_on_correct_answers():
+    result = checks.performance_check(PERF_ITEM, _Runs("gpu", [_timing(1.0, 1.0)], correct=False))
+    assert result.score == 0.0 and "not awarded" in result.output
+
+
+def test_an_impossible_time_is_scored_but_flagged_for_a_ta():
+    result = checks.performance_check(PERF_ITEM, _Runs("gpu", [_timing(0.1, 1.0, floor_ms=0.5)]))
+    assert result.score == 3.0 and result.regrade
+
+
+def test_a_timing_crash_fails_the_item_with_its_message():
+    runs = _Runs("gpu", LaunchFailure("the kernel crashed on the GPU: illegal address"))
+    result = checks.performance_check(PERF_ITEM, runs)
+    assert result.score == 0.0 and "illegal address" in result.output
