@@ -1,0 +1,30 @@
+"""A PTX emulator: NVRTC's PTX for a kernel, run with numpy, one lane per CUDA thread.
+
+Pipeline: ``ptx.py`` parses the text, ``program.py`` decodes it once into instructions,
+``machine.py`` schedules lanes (minimum-PC, barriers), ``ops.py`` is the op table,
+``access.py`` the memory instructions with their diagnostics, ``collective.py`` the warp
+instructions and printf, ``counters.py`` the traffic counters, ``profile.py`` their report.
+
+Known limits: no device-function calls except ``printf`` (NVRTC inlines the rest at -O3),
+no textures/surfaces, no wmma/mma, no half-precision arithmetic (conversions are
+supported), no cooperative groups grid sync; f64 ``fma`` rounds twice."""
+
+from __future__ import annotations
+
+from autograder.backends.base import Launch, LaunchResult
+from autograder.emulator.machine import DEFAULT_BUDGET, Machine
+
+
+def emulate(ptx: str, lowered_name: str, launch: Launch, budget: int = DEFAULT_BUDGET) -> LaunchResult:
+    """Run ``launch`` on the kernel ``lowered_name`` of ``ptx``; buffers are copied, not changed."""
+    machine = Machine(ptx, lowered_name, launch, budget)
+    machine.run()
+    return LaunchResult(
+        outputs=machine.outputs(),
+        findings=machine.log.findings(),
+        counters=machine.counters(),
+        stdout="".join(machine.stdout),
+    )
+
+
+__all__ = ["emulate"]

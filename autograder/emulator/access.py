@@ -1,0 +1,544 @@
+"""Memory instructions: ld, st, atom, red on every state space, with bounds, alignment,
+race and initialisation diagnostics and traffic counters.
+
+``locate`` turns the addresses of the lanes of one instruction into groups of
+(byte array, lane positions, byte offsets); lanes outside every allocation or misaligned
+are reported and left out: their loads read garbage, their stores are dropped."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autograder.backends.base import Finding, Unsupported
+from autograder.emulator.counters import sectors, warp_count
+from autograder.emulator.memory import (
+    GARBAGE,
+    LOCAL_REGION,
+    MANY,
+    NONE,
+    REGION_SHIFT,
+    SHARED_REGION,
+    region_of,
+)
+from autograder.emulator.program import Addr, Instr, Reg, Sym, Vec
+
+SPACES = ("global", "shared", "local", "const", "param")
+
+
+def space_of(ins: Instr) -> str:
+    for mod in ins.mods:
+        base = mod.split("::")[0]
+        if base in SPACES:
+            return base
+    return "generic"
+
+
+def vector_width(ins: Instr) -> int:
+    return 4 if "v4" in ins.mods else 2 if "v2" in ins.mods else 8 if "v8" in ins.mods else 1
+
+
+def garbage(count: int, dtype: np.dtype) -> np.ndarray:
+    return np.full(count * dtype.itemsize, GARBAGE, np.uint8).view(dtype)
+
+
+class Access:
+    """How one memory instruction reaches its space, for one chunk."""
+
+    def __init__(self, ins: Instr, chunk, space: str):
+        self.ins = ins
+        self.ch = chunk
+        self.m = chunk.m
+        self.space = "global" if space == "const" else space
+
+    # ----- locating ------------------------------------------------------------
+    def locate(self, idx, a: np.ndarray, total: int, write: bool, elem: int):
+        if self.space == "global":
+            return self._global(idx, a, total, write)
+        if self.space == "shared":
+            return self._shared(idx, a, total, write, elem)
+        if self.space == "local":
+            return self._local(idx, a, total, write, elem)
+        return self._generic(idx, a, total, write, elem)
+
+    def _global(self, idx, a, total, write):
+        memory = self.m.memory
+        k0 = int(region_of(int(a[0])))
+        region = memory.region(k0)
+        if region is not None:
+            off = a - (k0 << REGION_SHIFT)
+            limit = region.nbytes - total
+            if limit >= 0 and not (off.view(np.uint64) > limit).any() and not (off & (total - 1)).any():
+                return [(region.bytes, None, off)]
+        k = region_of(a)
+        off = a - (k << REGION_SHIFT)
+        ok = np.zeros(a.size, bool)
+        groups = []
+        for kk in np.unique(k).tolist():
+            region = memory.region(kk)
+            here = k == kk
+            if region is None:
+                self._report_unknown(idx, a, np.flatnonzero(here), write)
+                continue
+            inside = here & (off >= 0) & (off <= region.nbytes - total)
+            outside = np.flatnonzero(here & ~inside)
+            if outside.size:
+                self._report_oob(idx, outside, off[outside] // region.itemsize, region.count,
+                                 region.name, write)
+            aligned = inside & ((off & (total - 1)) == 0)
+            self._report_misaligned(idx, a, np.flatnonzero(inside & ~aligned), total, region.name)
+            pos = np.flatnonzero(aligned)
+            ok[pos] = True
+            if pos.size:
+                groups.append((region.bytes, pos, off[pos]))
+        return groups
+
+    def _shared(self, idx, a, total, write, elem):
+        ch = self.ch
+        layout = ch.shared.layout
+        slot = ch.lane_slot if idx is None else ch.lane_slot[idx]
+        var = layout.var_at(int(a[0]))
+        if var is not None:
+            rel = a - var.start
+            if (var.size - total >= 0 and not (rel.view(np.uint64) > var.size - total).any()
+                    and not (a & (total - 1)).any()):
+                return [(ch.shared.bytes, None, slot * ch.shared.block_bytes + a)]
+        if not layout.vars:
+            self._report_oob(idx, np.arange(a.size), a // elem, 0, "shared memory", write)
+            return []
+        which = np.maximum(np.searchsorted(layout.starts, a, side="right") - 1, 0)
+        starts = layout.starts[which]
+        sizes = np.array([v.size for v in layout.vars], np.int64)[which]
+        rel = a - starts
+        inside = (rel >= 0) & (rel <= sizes - total)
+        for w in np.unique(which[~inside]).tolist():
+            bad = np.flatnonzero(~inside & (which == w))
+            v = layout.vars[w]
+            self._report_oob(idx, bad, rel[bad] // elem, v.size // elem, v.name, write)
+        aligned = inside & ((a & (total - 1)) == 0)
+        self._report_misaligned(idx, a, np.flatnonzero(inside & ~aligned), total, "shared memory")
+        pos = np.flatnonzero(aligned)
+        if pos.size == 0:
+            return []
+        return [(ch.shared.bytes, pos, slot[pos] * ch.shared.block_bytes + a[pos])]
+
+    def _local(self, idx, a, total, write, elem):
+        ch = self.ch
+        size = self.m.local_size
+        per_lane = ch.local.size // ch.n
+        lanes = ch.all_lanes if idx is None else idx
+        inside = (a >= 0) & (a <= size - total)
+        bad = np.flatnonzero(~inside)
+        if bad.size:
+            self._report_oob(idx, bad, a[bad] // elem, size // elem, "a local array", write)
+        aligned = inside & ((a & (total - 1)) == 0)
+        self._report_misaligned(idx, a, np.flatnonzero(inside & ~aligned), total, "a local array")
+        if aligned.all():
+            return [(ch.local, None, lanes * per_lane + a)]
+        pos = np.flatnonzero(aligned)
+        return [(ch.local, pos, lanes[pos] * per_lane + a[pos])]
+
+    def _generic(self, idx, a, total, write, elem):
+        k = region_of(a)
+        groups = []
+        for kk, space, base in ((SHARED_REGION, "shared", SHARED_REGION << REGION_SHIFT),
+                                (LOCAL_REGION, "local", LOCAL_REGION << REGION_SHIFT),
+                                (None, "global", 0)):
+            here = (k != SHARED_REGION) & (k != LOCAL_REGION) if kk is None else k == kk
+            sub = np.flatnonzero(here)
+            if sub.size == 0:
+                continue
+            sub_idx = sub if idx is None else idx[sub]
+            self.space = space
+            try:
+                found = self.locate(sub_idx, a[sub] - base, total, write, elem)
+            finally:
+                self.space = "generic"
+            for buf, pos, off in found:
+                groups.append((buf, sub if pos is None else sub[pos], off))
+        return groups
+
+    # ----- findings ----------------------------------------------------------------
+    def _lane(self, idx, pos: int) -> int:
+        return int(pos) if idx is None else int(idx[pos])
+
+    def _report_oob(self, idx, bad, index, bound, array, write):
+        ins, ch = self.ins, self.ch
+        lane = self._lane(idx, bad[0])
+        first = int(index[0])
+        verb = "wrote" if write else "read"
+        where = "past its end" if first >= bound else "before its start"
+        message = (f"{self.m.log.where(ins.line)}: {ch.who(lane)} {verb} {array}[{first}] {where} "
+                   f"({array} has {bound} elements)")
+        tid, block = ch.thread(lane)
+        kind = "out_of_bounds_write" if write else "out_of_bounds_read"
+        name = None if array.startswith(("a local", "shared memory")) else array
+        self.m.log.add(Finding(kind, message, ins.line, tid, block, name or array, first, bound),
+                       int(bad.size))
+
+    def _report_unknown(self, idx, a, bad, write):
+        ins, ch = self.ins, self.ch
+        lane = self._lane(idx, bad[0])
+        verb = "wrote" if write else "read"
+        message = (f"{self.m.log.where(ins.line)}: {ch.who(lane)} {verb} address {int(a[bad[0]]):#x}, "
+                   "which is inside no buffer (a null or uninitialised pointer?)")
+        tid, block = ch.thread(lane)
+        kind = "out_of_bounds_write" if write else "out_of_bounds_read"
+        self.m.log.add(Finding(kind, message, ins.line, tid, block), int(bad.size))
+
+    def _report_misaligned(self, idx, a, bad, total, array):
+        if bad.size == 0:
+            return
+        ins, ch = self.ins, self.ch
+        lane = self._lane(idx, bad[0])
+        message = (f"{self.m.log.where(ins.line)}: {ch.who(lane)} accessed {array} at an address not "
+                   f"aligned to the {total}-byte access ({int(a[bad[0]]):#x})")
+        tid, block = ch.thread(lane)
+        self.m.log.add(Finding("misaligned_access", message, ins.line, tid, block, array), int(bad.size))
+
+    # ----- counters and shadow state --------------------------------------------
+    def count(self, idx, a, total: int, vec: int, write: bool, elem: int) -> None:
+        ch, tally, i = self.ch, self.m.tally, self.ins.index
+        kind = "store" if write else "load"
+        lanes = a.size
+        warps = ch.warp_of if idx is None else ch.warp_of[idx]
+        requests = ch.n_warps if idx is None else warp_count(warps)
+        if self.space == "shared":
+            tally.add(i, f"shared_{kind}_requests", requests)
+            tally.add(i, f"shared_{kind}_values", lanes * vec)
+            words_per_lane = max(1, total // 4)
+            words = a >> 2
+            if words_per_lane > 1:
+                words = (words[:, None] + np.arange(words_per_lane)).reshape(-1)
+                warps = np.repeat(warps, words_per_lane)
+            full = idx is None and ch.full_warps
+            wavefronts, minimum = self.m.banks.wavefronts(warps, words, full, words_per_lane)
+            tally.add(i, f"shared_{kind}_wavefronts", wavefronts)
+            tally.add(i, f"shared_{kind}_conflicts", wavefronts - minimum)
+        elif self.space in ("global", "generic"):
+            tally.add(i, f"global_{kind}_requests", requests)
+            tally.add(i, f"global_{kind}_values", lanes * vec)
+            tally.add(i, f"global_{kind}_bytes", lanes * total)
+            tally.add(i, f"global_{kind}_sectors", sectors(warps, a, total))
+
+    def shadow_read(self, idx, pos, off, total: int, elem: int) -> None:
+        ch = self.ch
+        shadow = ch.shared
+        lanes = ch.all_lanes if idx is None else idx
+        if pos is not None:
+            lanes = lanes[pos]
+        tid = ch.lane_tid[lanes].astype(np.int32)
+        words, tid, lanes = _words(off, total, tid, lanes)
+        unwritten = ~shadow.written[words]
+        if unwritten.any():
+            self._report_shadow("uninitialized_shared_read", words, lanes, unwritten, None)
+        writer = shadow.writer[words]
+        raw = (writer >= 0) & (writer != tid)
+        if raw.any():
+            self._report_shadow("shared_race", words, lanes, raw, ("read-after-write", writer,
+                                                                     shadow.write_pc))
+        before = shadow.reader[words]
+        mine = np.where((before == NONE) | (before == tid), tid, MANY).astype(np.int32)
+        shadow.reader[words] = mine
+        clash = shadow.reader[words] != mine
+        if clash.any():
+            shadow.reader[words[clash]] = MANY
+        shadow.read_pc[words] = self.ins.index
+
+    def shadow_write(self, idx, pos, off, total: int, elem: int, check_races: bool = True) -> None:
+        ch = self.ch
+        shadow = ch.shared
+        lanes = ch.all_lanes if idx is None else idx
+        if pos is not None:
+            lanes = lanes[pos]
+        tid = ch.lane_tid[lanes].astype(np.int32)
+        words, tid, lanes = _words(off, total, tid, lanes)
+        if check_races:
+            writer = shadow.writer[words]
+            waw = (writer >= 0) & (writer != tid)
+            if waw.any():
+                self._report_shadow("shared_race", words, lanes, waw,
+                                    ("write-after-write", writer, shadow.write_pc))
+            reader = shadow.reader[words]
+            war = (reader != NONE) & (reader != tid)
+            if war.any():
+                self._report_shadow("shared_race", words, lanes, war,
+                                    ("write-after-read", reader, shadow.read_pc))
+            shadow.writer[words] = tid
+            same = shadow.writer[words] != tid
+            if same.any():
+                self._report_shadow("shared_race", words, lanes, same,
+                                    ("write-after-write", shadow.writer[words],
+                                     np.full_like(shadow.write_pc, self.ins.index)))
+            shadow.reader[words] = NONE
+            shadow.write_pc[words] = self.ins.index
+        shadow.written[words] = True
+
+    def _report_shadow(self, kind, words, lanes, bad, race) -> None:
+        ins, ch, m = self.ins, self.ch, self.m
+        first = int(np.flatnonzero(bad)[0])
+        lane = int(lanes[first])
+        word_in_block = int(words[first]) - int(ch.lane_slot[lane]) * (ch.shared.block_bytes // 4)
+        var = ch.shared.layout.var_at(word_in_block * 4)
+        name = var.name if var else "shared memory"
+        index = (word_in_block * 4 - var.start) // 4 if var else word_in_block
+        bound = var.size // 4 if var else None
+        where = m.log.where(ins.line)
+        tid, block = ch.thread(lane)
+        if race is None:
+            message = (f"{where}: {ch.who(lane)} read {name}[{index}] (as 4-byte words) that no thread "
+                       "of its block wrote: shared memory starts as garbage")
+            line = ins.line
+        else:
+            what, owners, pcs = race
+            other = int(owners[first])
+            other_line = m.program[int(pcs[words[first]])].line
+            other_who = ("several other threads" if other == MANY else
+                         f"thread {_fmt(ch, other)}")
+            verb = "read" if what.startswith("read") else "wrote"
+            message = (f"{where}: {ch.who(lane)} {verb} {name}[{index}] (as 4-byte words), which "
+                       f"{other_who} {'read' if what.endswith('read') else 'wrote'} at line "
+                       f"{other_line} with no barrier between ({what} race)")
+            line = ins.line
+        m.log.add(Finding(kind, message, line, tid, block, name, index, bound), int(bad.sum()))
+
+
+def _words(off, total, tid, lanes):
+    words = off >> 2
+    per = max(1, total // 4)
+    if per == 1:
+        return words, tid, lanes
+    spread = np.arange(per)
+    return ((words[:, None] + spread).reshape(-1), np.repeat(tid, per), np.repeat(lanes, per))
+
+
+def _fmt(ch, tid_linear: int) -> str:
+    from autograder.emulator.findings import dim3, fmt3
+
+    return fmt3(dim3(tid_linear, ch.m.block))
+
+
+# ----- instruction builders ---------------------------------------------------------
+def build_ld(ins: Instr, ch):
+    from autograder.emulator.machine import dtype_of
+
+    dt = dtype_of(ins.type)
+    dst = ins.operands[0]
+    puts = [ch.dst(d, dt) for d in (dst.items if isinstance(dst, Vec) else (dst,))]
+    addr = ins.operands[1]
+    space = space_of(ins)
+    if space == "param":
+        return _ld_param(ins, ch, dt, puts, addr)
+    vec = len(puts)
+    total = dt.itemsize * vec
+    access = Access(ins, ch, space)
+    get_addr = ch.address(addr)
+    shift = dt.itemsize.bit_length() - 1
+    check_shared = access.space in ("shared", "generic")
+
+    def run(idx):
+        a = get_addr(idx)
+        groups = access.locate(idx, a, total, False, dt.itemsize)
+        access.count(idx, a, total, vec, False, dt.itemsize)
+        if len(groups) == 1 and groups[0][1] is None:
+            buf, _, off = groups[0]
+            view = buf.view(dt)
+            el = off >> shift
+            for k, put in enumerate(puts):
+                put(idx, view[el + k] if k else view[el])
+            if check_shared and buf is ch.shared.bytes:
+                access.shadow_read(idx, None, off, total, dt.itemsize)
+            return
+        values = [garbage(a.size, dt) for _ in puts]
+        for buf, pos, off in groups:
+            view = buf.view(dt)
+            el = off >> shift
+            for k in range(vec):
+                values[k][pos] = view[el + k]
+            if check_shared and buf is ch.shared.bytes:
+                access.shadow_read(idx, pos, off, total, dt.itemsize)
+        for put, v in zip(puts, values, strict=False):
+            put(idx, v)
+
+    return run
+
+
+def _ld_param(ins, ch, dt, puts, addr: Addr):
+    name = addr.base.name if isinstance(addr.base, Sym) else None
+    if name in ch.m.param_offset:
+        offset = ch.m.param_offset[name] + addr.offset
+        values = [np.frombuffer(ch.m.params.tobytes(), dt, 1, offset + k * dt.itemsize)[0]
+                  for k in range(len(puts))]
+
+        def run(idx):
+            for put, v in zip(puts, values, strict=False):
+                put(idx, v)
+
+        return run
+    if name in ch.m.kernel.call_params and addr.offset == 0:
+        get = ch.src(Reg(name), dt)
+        return lambda idx: puts[0](idx, get(idx))
+    raise Unsupported(f"ld.param from {addr} is not supported by the emulator")
+
+
+def build_st(ins: Instr, ch):
+    from autograder.emulator.machine import dtype_of
+
+    dt = dtype_of(ins.type)
+    addr, value = ins.operands[0], ins.operands[1]
+    gets = [ch.src(v, dt) for v in (value.items if isinstance(value, Vec) else (value,))]
+    space = space_of(ins)
+    if space == "param":
+        name = addr.base.name if isinstance(addr.base, Sym) else ""
+        if name not in ch.m.kernel.call_params or addr.offset:
+            raise Unsupported(f"st.param to {name} is not supported by the emulator")
+        put = ch.dst(Reg(name), dt)
+        return lambda idx: put(idx, gets[0](idx))
+    vec = len(gets)
+    total = dt.itemsize * vec
+    access = Access(ins, ch, space)
+    get_addr = ch.address(addr)
+    shift = dt.itemsize.bit_length() - 1
+    check_shared = access.space in ("shared", "generic")
+
+    def run(idx):
+        a = get_addr(idx)
+        groups = access.locate(idx, a, total, True, dt.itemsize)
+        access.count(idx, a, total, vec, True, dt.itemsize)
+        for buf, pos, off in groups:
+            view = buf.view(dt)
+            el = off >> shift
+            for k, get in enumerate(gets):
+                v = get(idx)
+                if pos is not None and isinstance(v, np.ndarray):
+                    v = v[pos]
+                view[el + k] = v
+            if check_shared and buf is ch.shared.bytes:
+                access.shadow_write(idx, pos, off, total, dt.itemsize)
+
+    return run
+
+
+ATOM_OPS = ("add", "inc", "dec", "min", "max", "and", "or", "xor", "exch", "cas")
+
+
+def build_atom(ins: Instr, ch):
+    from autograder.emulator.machine import dtype_of
+
+    dt = dtype_of(ins.type)
+    op = next((m for m in ins.mods if m in ATOM_OPS), None)
+    if op is None or ("noftz" in ins.mods and dt.kind != "f"):
+        raise Unsupported(f"{ins.op}.{'.'.join(ins.mods)}")
+    has_dst = ins.op == "atom"
+    operands = ins.operands[1:] if has_dst else ins.operands
+    put = ch.dst(ins.operands[0], dt) if has_dst else None
+    addr = operands[0]
+    gets = [ch.src(v, dt) for v in operands[1:]]
+    access = Access(ins, ch, space_of(ins))
+    get_addr = ch.address(addr)
+    shift = dt.itemsize.bit_length() - 1
+    size = dt.itemsize
+
+    def run(idx):
+        a = get_addr(idx)
+        n = a.size
+        args = [_lanes(g(idx), n, dt) for g in gets]
+        groups = access.locate(idx, a, size, True, size)
+        old = garbage(n, dt)
+        for buf, pos, off in groups:
+            view = buf.view(dt)
+            sub = [x if pos is None else x[pos] for x in args]
+            result = atomic(view, off >> shift, op, *sub)
+            if pos is None:
+                old = result
+            else:
+                old[pos] = result
+            if buf is ch.shared.bytes:
+                access.shadow_write(idx, pos, off, size, size, check_races=False)
+        if put is not None:
+            put(idx, old)
+
+    return run
+
+
+def _lanes(value, n, dt):
+    if isinstance(value, np.ndarray) and value.ndim:
+        return value
+    return np.full(n, value, dt)
+
+
+def atomic(view: np.ndarray, el: np.ndarray, op: str, b: np.ndarray, c=None) -> np.ndarray:
+    """Apply one atomic per lane, in lane order, returning each lane's old value."""
+    order = np.argsort(el, kind="stable")
+    se = el[order]
+    first = np.ones(se.size, bool)
+    first[1:] = se[1:] != se[:-1]
+    starts = np.flatnonzero(first)
+    if starts.size == se.size:  # no collisions
+        old = view[el]
+        view[el] = _combine(op, old, b, c)
+        return old
+    group = np.cumsum(first) - 1
+    rank = np.arange(se.size) - starts[group]
+    rounds = int(rank.max()) + 1
+    old = np.empty_like(b)
+    if op == "add":
+        return _atomic_add(view, el, b, order, se, starts, group)
+    if rounds <= starts.size or op in ("cas", "inc", "dec"):
+        by_round = order[np.argsort(rank, kind="stable")]
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(rank))])
+        for r in range(rounds):
+            lanes = by_round[bounds[r] : bounds[r + 1]]
+            prev = view[el[lanes]]
+            old[lanes] = prev
+            view[el[lanes]] = _combine(op, prev, b[lanes], None if c is None else c[lanes])
+        return old
+    ends = np.append(starts[1:], se.size)
+    for s, e in zip(starts.tolist(), ends.tolist(), strict=False):
+        lanes = order[s:e]
+        seq = np.concatenate([[view[se[s]]], b[lanes]]).astype(b.dtype)
+        running = seq if op == "exch" else _ACCUMULATE[op].accumulate(seq)
+        old[lanes] = running[:-1]
+        view[se[s]] = running[-1]
+    return old
+
+
+_ACCUMULATE = {"min": np.minimum, "max": np.maximum, "and": np.bitwise_and,
+               "or": np.bitwise_or, "xor": np.bitwise_xor}
+
+
+def _atomic_add(view, el, b, order, se, starts, group):
+    wide = np.float64 if b.dtype.kind == "f" else b.dtype
+    sb = b[order].astype(wide)
+    inclusive = np.cumsum(sb, dtype=wide)
+    exclusive = inclusive - sb
+    base = exclusive[starts]
+    ends = np.append(starts[1:], se.size) - 1
+    init = view[se[starts]].astype(wide)
+    old = np.empty_like(b)
+    old[order] = (init[group] + (exclusive - base[group])).astype(b.dtype)
+    view[se[starts]] = (init + (inclusive[ends] - base)).astype(b.dtype)
+    return old
+
+
+def _combine(op: str, old, b, c):
+    if op == "add":
+        return old + b
+    if op == "min":
+        return np.minimum(old, b)
+    if op == "max":
+        return np.maximum(old, b)
+    if op == "and":
+        return old & b
+    if op == "or":
+        return old | b
+    if op == "xor":
+        return old ^ b
+    if op == "exch":
+        return b
+    if op == "cas":
+        return np.where(old == b, c, old)
+    if op == "inc":
+        return np.where(old >= b, 0, old + 1).astype(old.dtype)
+    if op == "dec":
+        return np.where((old == 0) | (old > b), b, old - 1).astype(old.dtype)
+    raise Unsupported(f"atom.{op} is not supported by the emulator")

@@ -1,0 +1,95 @@
+"""Resolve the barriers of one chunk once no lane can run: release, diagnose, count."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autograder.backends.base import Finding
+from autograder.emulator.program import Imm
+
+
+def resolve(chunk) -> None:
+    from autograder.emulator.machine import BIG, DONE, RUN, WAIT
+
+    m = chunk.m
+    shape = (chunk.n_blocks, chunk.bs)
+    status = chunk.status.reshape(shape)
+    waiting = status == WAIT
+    has_wait = waiting.any(axis=1)
+    wait_pc = chunk.wait_pc.reshape(shape)
+    low = np.where(waiting, wait_pc, BIG).min(axis=1)
+    high = np.where(waiting, wait_pc, -1).max(axis=1)
+    exited = (status == DONE).any(axis=1) & has_wait
+    mixed = has_wait & (low != high)
+    ids = np.array([_barrier_id(ins) for ins in m.program])
+    stuck = mixed & (ids[np.minimum(low, len(ids) - 1)] != ids[np.maximum(high, 0)])
+    if exited.any():
+        _report_exited(chunk, np.flatnonzero(exited & ~stuck), waiting)
+    if (mixed & ~stuck).any():
+        _report_mixed(chunk, np.flatnonzero(mixed & ~stuck), waiting, "barrier_divergence")
+    if stuck.any():
+        _report_mixed(chunk, np.flatnonzero(stuck), waiting, "deadlock")
+        dead = (waiting & stuck[:, None]).reshape(-1)
+        chunk.status[dead] = DONE
+    released = (chunk.status == WAIT)
+    lanes = np.flatnonzero(released)
+    chunk.status[lanes] = RUN
+    chunk.pc[lanes] = chunk.wait_pc[lanes] + 1
+    blocks = np.flatnonzero(has_wait & ~stuck)
+    for pc, count in zip(*np.unique(low[blocks], return_counts=True), strict=False):
+        m.tally.add(int(pc), "barriers", int(count))
+    chunk.shared.clear_blocks(None if blocks.size == chunk.n_blocks else blocks)
+
+
+def _barrier_id(ins) -> int:
+    if ins.op not in ("bar", "barrier") or not ins.operands:
+        return -1
+    first = ins.operands[0]
+    return int(first.text, 0) if isinstance(first, Imm) else -1
+
+
+def _lane(chunk, block: int, mask_row: np.ndarray) -> int:
+    return block * chunk.bs + int(np.flatnonzero(mask_row)[0])
+
+
+def _report_exited(chunk, blocks: np.ndarray, waiting: np.ndarray) -> None:
+    from autograder.emulator.machine import DONE
+
+    if blocks.size == 0:
+        return
+    m = chunk.m
+    status = chunk.status.reshape(waiting.shape)
+    b = int(blocks[0])
+    lane = _lane(chunk, b, waiting[b])
+    gone = status[b] == DONE
+    exit_line = m.program[int(chunk.exit_pc[_lane(chunk, b, gone)])].line
+    line = m.program[int(chunk.wait_pc[lane])].line
+    n_gone = int(gone.sum())
+    message = (
+        f"{m.log.where(line)}: {chunk.who(lane)} waits at the barrier on line {line} while "
+        f"{n_gone} thread{'s' if n_gone != 1 else ''} of its block already exited"
+        f"{f' (at line {exit_line})' if exit_line else ''}; every thread of a block must reach "
+        "each __syncthreads(): put the guard around the work, not around the barrier"
+    )
+    tid, block = chunk.thread(lane)
+    threads = int(waiting[blocks].sum())
+    m.log.add(Finding("barrier_divergence", message, line=line, thread=tid, block=block), threads)
+
+
+def _report_mixed(chunk, blocks: np.ndarray, waiting: np.ndarray, kind: str) -> None:
+    m = chunk.m
+    b = int(blocks[0])
+    pcs = chunk.wait_pc.reshape(waiting.shape)[b]
+    first = _lane(chunk, b, waiting[b] & (pcs == pcs[waiting[b]].min()))
+    second = _lane(chunk, b, waiting[b] & (pcs == pcs[waiting[b]].max()))
+    line1 = m.program[int(chunk.wait_pc[first])].line
+    line2 = m.program[int(chunk.wait_pc[second])].line
+    what = "can never meet" if kind == "deadlock" else "wait at different barriers"
+    message = (
+        f"{m.log.where(line1)}: threads of one block {what}: {chunk.who(first)} at line {line1} "
+        f"and {chunk.who(second)} at line {line2}; every thread of a block must reach the same "
+        "__syncthreads()"
+    )
+    tid, block = chunk.thread(first)
+    threads = int(waiting[blocks].sum())
+    m.log.add(Finding(kind, message, line=line1, thread=tid, block=block), threads)

@@ -1,0 +1,121 @@
+"""Traffic counting, per warp request, as the lectures and Nsight Compute count it.
+
+Global: a request is one warp-wide instruction; its sectors are the distinct 32-byte
+segments its active lanes touch. Shared: 32 banks of 4 bytes; a request costs as many
+wavefronts as the largest number of distinct 4-byte words falling in one bank (one word
+read by many lanes is a broadcast, free); wavefronts beyond the minimum are conflicts."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from autograder.backends.base import Counters
+
+_TRAFFIC = (("global", ("requests", "bytes", "values", "sectors")),
+            ("shared", ("requests", "values", "wavefronts", "conflicts")))
+COUNTER_NAMES = (
+    *(f"{space}_{kind}_{what}" for space, whats in _TRAFFIC for kind in ("load", "store") for what in whats),
+    "barriers", "lane_instructions", "warp_instructions", "flops",
+)
+
+
+def distinct_per_warp(warps: np.ndarray, keys: np.ndarray) -> int:
+    """Sum over warps of the number of distinct ``keys``; lanes arrive sorted by warp."""
+    combined = (warps.astype(np.int64) << 44) | (keys.astype(np.int64) & ((1 << 44) - 1))
+    if combined.size < 2:
+        return int(combined.size)
+    step = np.diff(combined)
+    if (step >= 0).all():
+        return 1 + int(np.count_nonzero(step))
+    return int(np.unique(combined).size)
+
+
+def warp_count(warps: np.ndarray) -> int:
+    """Distinct warps among lanes sorted by warp."""
+    if warps.size < 2:
+        return int(warps.size)
+    return 1 + int(np.count_nonzero(np.diff(warps)))
+
+
+def sectors(warps: np.ndarray, addr: np.ndarray, nbytes: int) -> int:
+    first = addr >> 5
+    last = (addr + (nbytes - 1)) >> 5
+    if nbytes <= 32 and np.array_equal(first, last):
+        return distinct_per_warp(warps, first)
+    both = np.concatenate([first, last])
+    order = np.argsort(np.concatenate([warps, warps]), kind="stable")
+    return distinct_per_warp(np.concatenate([warps, warps])[order], both[order])
+
+
+class BankModel:
+    """Wavefronts of shared-memory requests, memoised by each warp's address pattern."""
+
+    def __init__(self):
+        self._memo: dict[bytes, tuple[int, int]] = {}
+
+    def wavefronts(self, warps: np.ndarray, words: np.ndarray, full_warps: bool,
+                   words_per_lane: int = 1) -> tuple[int, int]:
+        """(wavefronts, minimum wavefronts) summed over the warps of one request."""
+        row = 32 * words_per_lane
+        if full_warps and words.size % row == 0 and words.size:
+            rows = words.reshape(-1, row)
+            rel = rows - rows[:, :1]
+            if (rel == rel[0]).all():
+                count, minimum = self._row(rel[0])
+                return count * rows.shape[0], minimum * rows.shape[0]
+        return self._general(warps, words)
+
+    def _row(self, rel: np.ndarray) -> tuple[int, int]:
+        key = rel.tobytes()
+        if key not in self._memo:
+            self._memo[key] = _row_wavefronts(rel)
+        return self._memo[key]
+
+    @staticmethod
+    def _general(warps: np.ndarray, words: np.ndarray) -> tuple[int, int]:
+        keys = np.unique((warps.astype(np.int64) << 40) | (words.astype(np.int64) & ((1 << 35) - 1)))
+        warp = keys >> 40
+        bank = keys & 31
+        group = (warp << 5) | bank
+        groups, per_bank = np.unique(group, return_counts=True)
+        bank_warp = groups >> 5
+        worst = np.zeros(int(bank_warp.max()) + 1 if bank_warp.size else 0, np.int64)
+        np.maximum.at(worst, bank_warp, per_bank)
+        _, distinct = np.unique(warp, return_counts=True)
+        minimum = int(np.sum((distinct + 31) // 32))
+        return int(worst.sum()), minimum
+
+
+def _row_wavefronts(rel: np.ndarray) -> tuple[int, int]:
+    words = np.unique(rel)
+    banks = words & 31
+    return int(np.bincount(banks, minlength=32).max()), (words.size + 31) // 32
+
+
+class Tally:
+    """Counters per instruction, summed to per-line and total :class:`Counters` at the end."""
+
+    def __init__(self, n_instructions: int):
+        self.lanes = [0] * n_instructions
+        self.warps = [0] * n_instructions
+        self.events: list[dict[str, int]] = [defaultdict(int) for _ in range(n_instructions)]
+
+    def add(self, index: int, name: str, value: int) -> None:
+        self.events[index][name] += value
+
+    def counters(self, lines: list[int | None], flops_per_lane: list[int]) -> Counters:
+        totals = dict.fromkeys(COUNTER_NAMES, 0)
+        by_line: dict[int, dict[str, int]] = {}
+        for i, line in enumerate(lines):
+            row = dict(self.events[i])
+            row["lane_instructions"] = self.lanes[i]
+            row["warp_instructions"] = self.warps[i]
+            row["flops"] = self.lanes[i] * flops_per_lane[i]
+            for name, value in row.items():
+                totals[name] += value
+                if line is not None and value:
+                    per = by_line.setdefault(line, dict.fromkeys(COUNTER_NAMES, 0))
+                    per[name] += value
+        return Counters(totals=totals, by_line=dict(sorted(by_line.items())))

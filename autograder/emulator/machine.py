@@ -1,0 +1,507 @@
+"""Run a decoded kernel: every thread of the launch is one lane of numpy vector registers.
+
+Blocks are grouped into chunks of whole blocks (to bound memory); within a chunk every
+register is an array over all its lanes. Control flow is per lane: each lane has a PC, and
+the scheduler always runs the instruction with the *minimum PC* among runnable lanes, for
+all the lanes at that PC at once.
+
+Why minimum-PC rather than a SIMT reconvergence stack: it needs no post-dominator analysis,
+copes with any unstructured control flow NVRTC emits, and reconverges at the first point
+where diverged paths meet again (lanes that skipped ahead wait while the lower PCs catch
+up), which for the structured code of CUDA kernels is the immediate post-dominator. It is
+GPUOcelot's choice too. Lanes of different blocks are scheduled together; blocks do not
+synchronise with each other, so this is legal.
+
+Fast path: while every runnable lane of the chunk is at one PC ("converged") the scheduler
+runs instructions back to back without masks or PC arrays; register-only instructions then
+run over all lanes (exited lanes' registers are dead). Otherwise the lanes at the minimum
+PC are compacted with ``np.flatnonzero`` and only those are computed.
+
+Barriers: a lane at ``bar.sync`` waits; when no lane of the chunk can run, the barrier is
+resolved per block: all live threads at one barrier is a clean barrier; a block with exited
+threads, or with threads waiting at different barriers, is ``barrier_divergence``, released
+as the hardware releases it (exited threads do not hold a barrier up) so outputs stay
+GPU-like; different barrier ids waiting on each other is a ``deadlock``."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from autograder.backends.base import Buffer, Finding, Launch, Unsupported
+from autograder.emulator.counters import BankModel, Tally, warp_count
+from autograder.emulator.findings import FindingLog, dim3, fmt3
+from autograder.emulator.memory import (
+    LOCAL_REGION,
+    REGION_SHIFT,
+    SHARED_REGION,
+    GlobalMemory,
+    Region,
+    SharedLayout,
+    SharedMemory,
+    local_bytes,
+    padded,
+)
+from autograder.emulator.program import Addr, Imm, Instr, Reg, Sreg, Sym, decode, immediate_bits
+from autograder.emulator.ptx import Kernel, parse_kernel
+
+PURE, SIDE, BRA, EXIT, BAR = range(5)
+RUN, WAIT, DONE = 0, 1, 2
+BIG = np.int64(1 << 40)
+STORAGE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+DTYPES = {
+    "s8": np.int8, "u8": np.uint8, "b8": np.uint8, "s16": np.int16, "u16": np.uint16,
+    "b16": np.uint16, "f16": np.float16, "bf16": np.uint16, "s32": np.int32, "u32": np.uint32,
+    "b32": np.uint32, "f32": np.float32, "f16x2": np.uint32, "bf16x2": np.uint32, "tf32": np.uint32,
+    "s64": np.int64, "u64": np.uint64, "b64": np.uint64, "f64": np.float64, "pred": np.bool_,
+}
+DEFAULT_BUDGET = 4_000_000_000  # lane instructions per launch
+CHUNK_BYTES = 160 << 20
+MAX_CHUNK_LANES = 1 << 17
+
+
+class BudgetError(Exception):
+    def __init__(self, index: int, why: str):
+        super().__init__(why)
+        self.index = index
+
+
+def dtype_of(type_: str) -> np.dtype:
+    return np.dtype(DTYPES[type_])
+
+
+def storage_dtype(reg_type: str) -> np.dtype:
+    if reg_type == "pred":
+        return np.dtype(np.bool_)
+    if reg_type in ("f32", "f64"):
+        return np.dtype(DTYPES[reg_type])
+    return np.dtype(STORAGE[dtype_of(reg_type).itemsize])
+
+
+class Machine:
+    """One launch: global memory, parameters, findings, counters, and the chunks' runs."""
+
+    def __init__(self, ptx: str, lowered_name: str, launch: Launch, budget: int = DEFAULT_BUDGET):
+        from autograder.emulator.ops import build_executor, instruction_kind, lane_flops
+
+        self.launch = launch
+        self.filename = launch.program.filename
+        self.kernel: Kernel = parse_kernel(ptx, lowered_name, self.filename)
+        self.program: list[Instr] = decode(self.kernel)
+        self.kinds = [instruction_kind(ins) for ins in self.program]
+        self.flops = [lane_flops(ins) for ins in self.program]
+        self._build = build_executor
+        self.grid = tuple(launch.grid)
+        self.block = tuple(launch.block)
+        self.threads = int(np.prod(self.block))
+        self.n_blocks = int(np.prod(self.grid))
+        self.log = FindingLog(self.filename)
+        self.tally = Tally(len(self.program))
+        self.banks = BankModel()
+        self.stdout: list[str] = []
+        self.budget = budget
+        self.executed = 0
+        self.deadline = time.monotonic() + 0.8 * launch.time_limit_s
+        self.memory = GlobalMemory()
+        self.symbols: dict[str, int] = {}
+        self._place_arguments()
+        self.layout = SharedLayout(
+            [v for v in self.kernel.variables if v.space == "shared"], launch.shared_bytes
+        )
+        self.local_size = local_bytes(self.kernel.variables)
+        self._local_offsets()
+
+    # ----- setup -------------------------------------------------------------
+    def _place_arguments(self) -> None:
+        params = self.kernel.params
+        if len(params) != len(self.launch.args):
+            raise Unsupported(
+                f"the kernel takes {len(params)} arguments but the launch passes {len(self.launch.args)}"
+            )
+        blob = bytearray()
+        self.param_offset: dict[str, int] = {}
+        for param, arg in zip(params, self.launch.args, strict=False):
+            while len(blob) % param.align:
+                blob.append(0)
+            self.param_offset[param.name] = len(blob)
+            if isinstance(arg, Buffer):
+                value = self.memory.add(Region(arg.name, arg.data, "argument")).to_bytes(8, "little")
+            else:
+                value = np.array(arg.value).astype(arg.dtype).tobytes()
+            blob += value[: param.size].ljust(param.size, b"\0")
+        self.params = np.frombuffer(bytes(blob.ljust(padded(len(blob)), b"\0")), np.uint8)
+        for var in self.kernel.variables:
+            if var.space in ("global", "const"):
+                data = np.frombuffer(var.init or bytes(max(var.size, 1)), np.uint8)
+                self.symbols[var.name] = self.memory.add(Region(var.name, data, "variable"))
+
+    def _local_offsets(self) -> None:
+        offset = 0
+        for var in self.kernel.variables:
+            if var.space == "local":
+                self.symbols[var.name] = offset
+                offset += (var.size + 15) // 16 * 16
+
+    def symbol_value(self, name: str) -> int:
+        if name in self.layout.offset:
+            return self.layout.offset[name]
+        if name in self.symbols:
+            return self.symbols[name]
+        raise Unsupported(f"symbol {name} is not supported by the emulator")
+
+    # ----- running -----------------------------------------------------------
+    def run(self) -> None:
+        per_block = self.threads * (self._register_bytes() + self.local_size + 48)
+        per_block += self.layout.block_bytes * 6
+        blocks = max(1, min(CHUNK_BYTES // per_block, MAX_CHUNK_LANES // self.threads))
+        try:
+            with np.errstate(all="ignore"):
+                for first in range(0, self.n_blocks, blocks):
+                    chunk = Chunk(self, first, min(blocks, self.n_blocks - first))
+                    chunk.run()
+        except BudgetError as stop:
+            ins = self.program[stop.index]
+            self.log.add(Finding(
+                "instruction_budget",
+                f"{self.log.where(ins.line)}: the kernel did not finish: {stop}",
+                line=ins.line,
+            ))
+
+    def _register_bytes(self) -> int:
+        return sum(storage_dtype(t).itemsize for t in self.kernel.registers.values()) + 8 * len(
+            self.kernel.call_params
+        )
+
+    def spend(self, index: int, lanes: int) -> None:
+        self.executed += lanes
+        if self.executed > self.budget:
+            raise BudgetError(index, f"it ran past the budget of {self.budget:,} instructions "
+                                        "(an endless loop?)")
+
+    def check_time(self, index: int) -> None:
+        if time.monotonic() > self.deadline:
+            raise BudgetError(index, "it ran past the time limit of the case (an endless loop?)")
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        return {
+            arg.name: self.memory.regions[self.memory.by_name[arg.name]].contents()
+            for arg in self.launch.args
+            if isinstance(arg, Buffer)
+        }
+
+    def counters(self):
+        return self.tally.counters([ins.line for ins in self.program], self.flops)
+
+
+class Chunk:
+    """Whole blocks ``first .. first + n_blocks - 1`` of the grid, all threads as lanes."""
+
+    def __init__(self, machine: Machine, first: int, n_blocks: int):
+        self.m = machine
+        bs = machine.threads
+        self.bs = bs
+        self.n_blocks = n_blocks
+        self.n = n = n_blocks * bs
+        self.lane_slot = np.repeat(np.arange(n_blocks, dtype=np.int64), bs)
+        self.lane_tid = np.tile(np.arange(bs, dtype=np.int64), n_blocks)
+        self.warps_per_block = (bs + 31) // 32
+        self.warp_of = self.lane_slot * self.warps_per_block + self.lane_tid // 32
+        self.n_warps = n_blocks * self.warps_per_block
+        self.full_warps = bs % 32 == 0
+        self.all_lanes = np.arange(n, dtype=np.int64)
+        self.block_linear = first + np.arange(n_blocks, dtype=np.int64)
+        self.regs = {
+            name: np.zeros(n, storage_dtype(t)) for name, t in machine.kernel.registers.items()
+        }
+        for name in machine.kernel.call_params:
+            self.regs[name] = np.zeros(n, np.uint64)
+        self.shared = SharedMemory(machine.layout, n_blocks)
+        self.local = np.full(max(machine.local_size, 16) * n, 0xFF, np.uint8)
+        self._sregs: dict[str, np.ndarray | np.generic] = {}
+        self.execs = [machine._build(ins, self) for ins in machine.program]
+        self.guards = [self._guard(ins.guard) for ins in machine.program]
+
+    # ----- operand binding -----------------------------------------------------
+    def reg(self, name: str) -> np.ndarray:
+        try:
+            return self.regs[name]
+        except KeyError:
+            raise Unsupported(f"register {name} is not declared") from None
+
+    def view(self, operand, dtype) -> np.ndarray | None:
+        """The register itself, seen as ``dtype``, when that is a plain reinterpretation."""
+        if isinstance(operand, Reg) and not operand.negate:
+            storage = self.reg(operand.name)
+            if storage.dtype.itemsize == np.dtype(dtype).itemsize:
+                return storage.view(dtype)
+        return None
+
+    def full(self, operand, dtype):
+        """A value valid for the whole chunk (array or scalar), or None if it must be computed."""
+        view = self.view(operand, dtype)
+        if view is not None:
+            return view
+        if isinstance(operand, Imm | Sym):
+            return self.scalar(operand, dtype)
+        if isinstance(operand, Sreg):
+            value = self.sreg(operand.name)
+            return value.astype(dtype) if isinstance(value, np.ndarray) else np.dtype(dtype).type(value)
+        return None
+
+    def scalar(self, operand, dtype):
+        dtype = np.dtype(dtype)
+        if isinstance(operand, Sym):
+            value = self.m.symbol_value(operand.name)
+        else:
+            value = immediate_bits(operand.text, "")
+        if dtype.kind == "f":
+            return dtype.type(value)
+        if dtype.kind == "b":
+            return np.bool_(value)
+        bits = 8 * dtype.itemsize
+        return np.array(int(value) & ((1 << bits) - 1), STORAGE[dtype.itemsize]).view(dtype)[()]
+
+    def src(self, operand, dtype):
+        """``get(idx)``: the operand's values for lanes ``idx`` (None: every lane)."""
+        full = self.full(operand, dtype)
+        if isinstance(full, np.ndarray):
+            return lambda idx: full if idx is None else full[idx]
+        if full is not None:
+            return lambda idx: full
+        if isinstance(operand, Reg):
+            storage = self.reg(operand.name)
+            if operand.negate:
+                return lambda idx: ~storage if idx is None else ~storage[idx]
+            return _converting_getter(storage, np.dtype(dtype))
+        raise Unsupported(f"operand {operand} is not supported by the emulator")
+
+    def dst(self, operand, dtype):
+        """``put(idx, values)``: write lanes ``idx`` (None: every lane) of a register."""
+        if operand is None:
+            return lambda idx, value: None
+        if not isinstance(operand, Reg):
+            raise Unsupported(f"cannot write to {operand}")
+        view = self.view(operand, dtype)
+        if view is None:
+            storage = self.reg(operand.name)
+            dt = np.dtype(dtype)
+            signed = dt.kind == "i"
+            kind = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}[storage.itemsize]
+            view = storage.view(kind if signed else storage.dtype) if storage.dtype.kind != "f" else storage
+
+        def put(idx, value):
+            if idx is None:
+                np.copyto(view, value, casting="unsafe")
+            else:
+                view[idx] = value
+
+        return put
+
+    def address(self, addr: Addr):
+        """``get(idx)`` of the int64 addresses an ``[base+offset]`` operand names."""
+        if isinstance(addr.base, Reg):
+            storage = self.reg(addr.base.name)
+            base = storage.view(np.int64) if storage.itemsize == 8 else storage.astype(np.int64)
+            if storage.itemsize != 8:
+                return lambda idx: (storage if idx is None else storage[idx]).astype(np.int64) + addr.offset
+            off = addr.offset
+            if off == 0:
+                return lambda idx: base if idx is None else base[idx]
+            return lambda idx: (base if idx is None else base[idx]) + off
+        value = (self.m.symbol_value(addr.base.name) if isinstance(addr.base, Sym)
+                 else int(immediate_bits(addr.base.text, ""))) + addr.offset
+        n = self.n
+        return lambda idx: np.full(n if idx is None else idx.size, value, np.int64)
+
+    def sreg(self, name: str):
+        if name not in self._sregs:
+            self._sregs[name] = self._special(name)
+        return self._sregs[name]
+
+    def _special(self, name: str):
+        m = self.m
+        axis = {"x": 0, "y": 1, "z": 2}
+        base, _, comp = name.partition(".")
+        if base == "%tid":
+            return dims_of(self.lane_tid, m.block)[axis[comp]].astype(np.uint32)
+        if base == "%ntid":
+            return np.uint32(m.block[axis[comp]])
+        if base == "%ctaid":
+            blocks = dims_of(self.block_linear, m.grid)[axis[comp]].astype(np.uint32)
+            return blocks[self.lane_slot]
+        if base == "%nctaid":
+            return np.uint32(m.grid[axis[comp]])
+        lane = (self.lane_tid % 32).astype(np.uint32)
+        masks = {
+            "%laneid": lambda: lane,
+            "%warpid": lambda: (self.lane_tid // 32).astype(np.uint32),
+            "%nwarpid": lambda: np.uint32(self.warps_per_block),
+            "%lanemask_eq": lambda: np.uint32(1) << lane,
+            "%lanemask_lt": lambda: (np.uint32(1) << lane) - np.uint32(1),
+            "%lanemask_le": lambda: ((np.uint32(1) << lane) << np.uint32(1)) - np.uint32(1),
+            "%lanemask_gt": lambda: ~(((np.uint32(1) << lane) << np.uint32(1)) - np.uint32(1)),
+            "%lanemask_ge": lambda: ~((np.uint32(1) << lane) - np.uint32(1)),
+            "%smid": lambda: np.uint32(0),
+            "%nsmid": lambda: np.uint32(1),
+            "%gridid": lambda: np.uint64(0),
+            "%clock": lambda: np.uint32(0),
+            "%clock64": lambda: np.uint64(0),
+            "%globaltimer": lambda: np.uint64(0),
+            "%dynamic_smem_size": lambda: np.uint32(m.launch.shared_bytes),
+            "%total_smem_size": lambda: np.uint32(m.layout.block_bytes),
+        }
+        if name not in masks:
+            raise Unsupported(f"special register {name} is not supported by the emulator")
+        return masks[name]()
+
+    def _guard(self, guard: Reg | None):
+        if guard is None:
+            return None
+        storage = self.reg(guard.name)
+        return (lambda: ~storage) if guard.negate else (lambda: storage)
+
+    # ----- describing lanes ------------------------------------------------------
+    def thread(self, lane: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        tid = dim3(int(self.lane_tid[lane]), self.m.block)
+        block = dim3(int(self.block_linear[self.lane_slot[lane]]), self.m.grid)
+        return tid, block
+
+    def who(self, lane: int) -> str:
+        tid, block = self.thread(lane)
+        return f"thread {fmt3(tid)} of block {fmt3(block)}"
+
+    # ----- scheduling --------------------------------------------------------------
+    def run(self) -> None:
+        m = self.m
+        execs, kinds, guards = self.execs, m.kinds, self.guards
+        program = m.program
+        tally_lanes, tally_warps = m.tally.lanes, m.tally.warps
+        warp_of = self.warp_of
+        n = self.n
+        status = np.zeros(n, np.int8)
+        pc = np.zeros(n, np.int64)
+        self.status, self.pc = status, pc
+        self.wait_pc = np.zeros(n, np.int64)
+        self.exit_pc = np.full(n, -1, np.int64)
+        n_run = n
+        converged, cur = True, 0
+        act, act_n, act_warps, dense = None, n, self.n_warps, True
+        steps = 0
+        while True:
+            steps += 1
+            if steps & 4095 == 0:
+                m.check_time(cur)
+            if converged:
+                i = cur
+                g = guards[i]
+                if g is None:
+                    sel, sel_n, sel_w = act, act_n, act_warps
+                else:
+                    gv = g()
+                    sel = np.flatnonzero(gv) if act is None else act[gv[act]]
+                    sel_n = sel.size
+                    if sel_n == act_n:
+                        sel, sel_w = act, act_warps
+                    else:
+                        sel_w = warp_count(warp_of[sel])
+                tally_lanes[i] += sel_n
+                tally_warps[i] += sel_w
+                m.spend(i, sel_n)
+                kind = kinds[i]
+                if kind == PURE:
+                    if sel_n:
+                        execs[i](None if (sel is act and dense) else sel)
+                    cur = i + 1
+                elif kind == SIDE:
+                    if sel_n:
+                        execs[i](sel)
+                    cur = i + 1
+                elif kind == BRA:
+                    target = program[i].target
+                    if sel_n == act_n:
+                        cur = target
+                    elif sel_n == 0:
+                        cur = i + 1
+                    else:
+                        pc[self.all_lanes if act is None else act] = i + 1
+                        pc[sel] = target
+                        converged = False
+                else:
+                    if sel_n:
+                        lanes = self.all_lanes if sel is None else sel
+                        n_run -= lanes.size
+                        self._stop(lanes, i, kind)
+                    if n_run == 0 or sel_n == act_n:
+                        converged = False
+                        continue
+                    act = (np.flatnonzero(status == RUN) if act is None else act[status[act] == RUN])
+                    act_n = act.size
+                    act_warps = warp_count(warp_of[act])
+                    dense = dense and kind == EXIT
+                    cur = i + 1
+                continue
+            low = pc.min()
+            if low >= BIG:
+                if not (status == WAIT).any():
+                    return
+                n_run = self._release()
+                continue
+            sel = np.flatnonzero(pc == low)
+            i = int(low)
+            if sel.size == n_run:
+                converged, cur = True, i
+                act = None if n_run == n else sel
+                act_n = n_run
+                act_warps = self.n_warps if act is None else warp_count(warp_of[act])
+                dense = not (status == WAIT).any()
+                continue
+            g = guards[i]
+            gsel = sel if g is None else sel[g()[sel]]
+            tally_lanes[i] += gsel.size
+            tally_warps[i] += warp_count(warp_of[gsel])
+            m.spend(i, gsel.size)
+            kind = kinds[i]
+            pc[sel] = i + 1
+            if kind <= SIDE:
+                if gsel.size:
+                    execs[i](gsel)
+            elif kind == BRA:
+                pc[gsel] = program[i].target
+            elif gsel.size:
+                n_run -= gsel.size
+                self._stop(gsel, i, kind)
+
+    def _stop(self, lanes: np.ndarray, i: int, kind: int) -> None:
+        """Lanes leave the runnable set: they exit, or wait at a barrier."""
+        self.pc[lanes] = BIG
+        if kind == EXIT:
+            self.status[lanes] = DONE
+            self.exit_pc[lanes] = i
+        else:
+            self.status[lanes] = WAIT
+            self.wait_pc[lanes] = i
+
+    def _release(self) -> int:
+        """No lane can run and some wait at barriers: resolve every block's barrier."""
+        from autograder.emulator.barriers import resolve
+
+        resolve(self)
+        return int(np.count_nonzero(self.status == RUN))
+
+
+def dims_of(linear: np.ndarray, dims) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    x, y, _z = dims
+    return linear % x, (linear // x) % y, linear // (x * y)
+
+
+def _converting_getter(storage: np.ndarray, dtype: np.dtype):
+    """Read a register of another width: integers truncate or extend, as PTX allows."""
+    def get(idx):
+        values = storage if idx is None else storage[idx]
+        return values.astype(dtype)
+    return get
+
+
+SHARED_BASE = SHARED_REGION << REGION_SHIFT
+LOCAL_BASE = LOCAL_REGION << REGION_SHIFT

@@ -1,0 +1,630 @@
+"""The op table: one entry per PTX opcode, each building a closure ``run(idx)`` that computes
+the instruction for lanes ``idx`` (None: every lane) with numpy. A comment marks each place
+where the emulator's semantics differ from the hardware's."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autograder.backends.base import Unsupported
+from autograder.emulator import access, collective
+from autograder.emulator.machine import BAR, BRA, EXIT, PURE, SIDE, dtype_of
+from autograder.emulator.memory import LOCAL_REGION, REGION_SHIFT, SHARED_REGION
+from autograder.emulator.program import Instr, Vec
+
+WIDE = {"s16": "s32", "u16": "u32", "s32": "s64", "u32": "u64", "s64": "s64", "u64": "u64"}
+ROUNDING = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "rna", "rs")
+
+
+def instruction_kind(ins: Instr) -> int:
+    if ins.op in ("bra", "brx"):
+        return BRA
+    if ins.op in ("ret", "exit", "trap"):
+        return EXIT
+    if ins.op in ("bar", "barrier") and "warp" not in ins.mods and "arrive" not in ins.mods:
+        return BAR
+    if ins.op in ("ld", "ldu") and "param" in ins.mods:
+        return PURE
+    if ins.op in PURE_OPS:
+        return PURE
+    return SIDE
+
+
+def lane_flops(ins: Instr) -> int:
+    if not ins.types or ins.types[-1] not in ("f16", "bf16", "f32", "f64", "f16x2", "bf16x2"):
+        return 0
+    pairs = 2 if ins.types[-1].endswith("x2") else 1
+    if ins.op in ("fma", "mad"):
+        return 2 * pairs
+    if ins.op in ("add", "sub", "mul"):
+        return pairs
+    return 0
+
+
+def build_executor(ins: Instr, chunk):
+    where = f"{chunk.m.filename}:{ins.line}" if ins.line else chunk.m.filename
+    opcode = ".".join((ins.op, *ins.mods))
+    builder = OPS.get(ins.op)
+    try:
+        if builder is None:
+            raise Unsupported(opcode)
+        return builder(ins, chunk)
+    except (Unsupported, KeyError, IndexError, ValueError, TypeError, AttributeError) as error:
+        message = f"{opcode} is not supported by the emulator ({where})"
+        reason = str(error)
+
+        def unsupported(idx):
+            raise Unsupported(message if reason in ("", opcode) else f"{message}: {reason}")
+
+        return unsupported
+
+
+# ----- building blocks ------------------------------------------------------------
+def lanewise(ins: Instr, ch, fn, src_type: str | None = None, dst_type: str | None = None,
+             n_src: int | None = None):
+    """``d = fn(a, b, ...)`` for the lanes of one instruction."""
+    st = dtype_of(src_type or ins.type)
+    dt = dtype_of(dst_type or src_type or ins.type)
+    srcs = ins.operands[1:] if n_src is None else ins.operands[1 : 1 + n_src]
+    gets = [ch.src(o, st) for o in srcs]
+    put = ch.dst(ins.operands[0], dt)
+    if len(gets) == 1:
+        (a,) = gets
+        return lambda idx: put(idx, fn(a(idx)))
+    if len(gets) == 2:
+        a, b = gets
+        return lambda idx: put(idx, fn(a(idx), b(idx)))
+    if len(gets) == 3:
+        a, b, c = gets
+        return lambda idx: put(idx, fn(a(idx), b(idx), c(idx)))
+    return lambda idx: put(idx, fn(*[g(idx) for g in gets]))
+
+
+def ufunc_op(ufunc):
+    """A binary ufunc, computed in place into the destination register when possible."""
+
+    def build(ins: Instr, ch):
+        dt = dtype_of(ins.type)
+        d = ch.view(ins.operands[0], dt)
+        a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
+        slow = lanewise(ins, ch, ufunc)
+        if d is None or a_full is None or b_full is None:
+            return slow
+
+        def run(idx):
+            if idx is None:
+                ufunc(a_full, b_full, out=d)
+            else:
+                slow(idx)
+
+        return run
+
+    return build
+
+
+def _int_or_float(int_fn, float_fn):
+    def build(ins, ch):
+        return (ufunc_op(float_fn) if dtype_of(ins.type).kind == "f" else ufunc_op(int_fn))(ins, ch)
+
+    return build
+
+
+def _saturating(ins, ch, fn):
+    """``.sat`` on s32: compute in int64 and clamp (float .sat clamps to [0, 1])."""
+    if dtype_of(ins.type).kind == "f":
+        return lanewise(ins, ch, lambda a, b: np.clip(fn(a, b), 0, 1))
+    return lanewise(ins, ch, lambda a, b: np.clip(fn(a.astype(np.int64), b.astype(np.int64)),
+                                                  -(2**31), 2**31 - 1))
+
+
+def build_add(ins, ch):
+    return _saturating(ins, ch, np.add) if "sat" in ins.mods else ufunc_op(np.add)(ins, ch)
+
+
+def build_sub(ins, ch):
+    return _saturating(ins, ch, np.subtract) if "sat" in ins.mods else ufunc_op(np.subtract)(ins, ch)
+
+
+def build_mul(ins, ch):
+    dt = dtype_of(ins.type)
+    if dt.kind == "f":
+        return ufunc_op(np.multiply)(ins, ch)
+    if "wide" in ins.mods:
+        wide = dtype_of(WIDE[ins.type])
+        return lanewise(ins, ch, lambda a, b: a.astype(wide) * b.astype(wide), ins.type, WIDE[ins.type])
+    if "hi" in ins.mods:
+        return lanewise(ins, ch, lambda a, b: mul_hi(a, b, dt))
+    return ufunc_op(np.multiply)(ins, ch)
+
+
+def mul_hi(a, b, dt: np.dtype):
+    """The high half of the double-width product."""
+    if dt.itemsize < 8:
+        wide = np.int64 if dt.kind == "i" else np.uint64
+        return ((np.asarray(a).astype(wide) * np.asarray(b).astype(wide)) >> (8 * dt.itemsize)).astype(dt)
+    ua = np.asarray(a).astype(np.uint64)
+    ub = np.asarray(b).astype(np.uint64)
+    mask = np.uint64(0xFFFFFFFF)
+    a_lo, a_hi = ua & mask, ua >> np.uint64(32)
+    b_lo, b_hi = ub & mask, ub >> np.uint64(32)
+    lo_lo = a_lo * b_lo
+    mid1 = a_hi * b_lo + (lo_lo >> np.uint64(32))
+    mid2 = a_lo * b_hi + (mid1 & mask)
+    hi = a_hi * b_hi + (mid1 >> np.uint64(32)) + (mid2 >> np.uint64(32))
+    if dt.kind == "i":  # signed: subtract b when a < 0 and a when b < 0 (two's complement)
+        hi = hi - np.where(np.asarray(a) < 0, ub, 0).astype(np.uint64)
+        hi = hi - np.where(np.asarray(b) < 0, ua, 0).astype(np.uint64)
+    return hi.view(np.int64) if dt.kind == "i" else hi
+
+
+def build_mad(ins, ch):
+    dt = dtype_of(ins.type)
+    if dt.kind == "f":
+        return build_fma(ins, ch)
+    if "wide" in ins.mods:
+        wide = dtype_of(WIDE[ins.type])
+        c = ch.src(ins.operands[3], wide)
+        a, b = (ch.src(o, dt) for o in ins.operands[1:3])
+        put = ch.dst(ins.operands[0], wide)
+        return lambda idx: put(idx, a(idx).astype(wide) * b(idx).astype(wide) + c(idx))
+    if "hi" in ins.mods:
+        return lanewise(ins, ch, lambda a, b, c: mul_hi(a, b, dt) + c)
+    d = ch.view(ins.operands[0], dt)
+    fulls = [ch.full(o, dt) for o in ins.operands[1:4]]
+    slow = lanewise(ins, ch, lambda a, b, c: a * b + c)
+    if d is None or any(f is None for f in fulls):
+        return slow
+    a_full, b_full, c_full = fulls
+
+    def run(idx):
+        if idx is None:
+            np.multiply(a_full, b_full, out=d)
+            np.add(d, c_full, out=d)
+        else:
+            slow(idx)
+
+    return run
+
+
+def build_fma(ins, ch):
+    dt = dtype_of(ins.type)
+    if dt == np.float32:
+        # f32 products are exact in f64, so one f64 add then one rounding to f32 is a
+        # fused multiply-add except for rare double-rounding ties.
+        d = ch.view(ins.operands[0], dt)
+        fulls = [ch.full(o, dt) for o in ins.operands[1:4]]
+        slow = lanewise(ins, ch, lambda a, b, c: (np.multiply(a, b, dtype=np.float64) + c).astype(dt))
+        if d is None or any(f is None for f in fulls):
+            return slow
+        a_full, b_full, c_full = fulls
+        scratch = np.empty(d.size, np.float64)
+
+        def run(idx):
+            if idx is None:
+                np.multiply(a_full, b_full, out=scratch, dtype=np.float64)
+                np.add(scratch, c_full, out=scratch)
+                np.copyto(d, scratch, casting="unsafe")
+            else:
+                slow(idx)
+
+        return run
+    # f64 (and f16): numpy has no fused multiply-add; the product is rounded once more.
+    return lanewise(ins, ch, lambda a, b, c: a * b + c)
+
+
+def build_div(ins, ch):
+    dt = dtype_of(ins.type)
+    if dt.kind == "f":
+        return ufunc_op(np.divide)(ins, ch)
+    # C division truncates toward zero; PTX leaves x/0 unspecified (here: all ones bits).
+    return lanewise(ins, ch, lambda a, b: int_div(a, b, dt))
+
+
+def int_div(a, b, dt):
+    a = np.asarray(a)
+    b = np.asarray(b)
+    zero = b == 0
+    safe = np.where(zero, 1, b).astype(dt)
+    if dt.kind == "u":
+        q = a // safe
+    else:
+        q = (np.abs(a.astype(np.int64)) // np.abs(safe.astype(np.int64))).astype(dt)
+        q = np.where((a < 0) != (safe < 0), -q, q).astype(dt)
+    return np.where(zero, np.array(-1).astype(dt), q).astype(dt)
+
+
+def build_rem(ins, ch):
+    dt = dtype_of(ins.type)
+    # C remainder takes the sign of the dividend: numpy's fmod, not its mod.
+    return lanewise(ins, ch, lambda a, b: np.fmod(a, np.where(b == 0, 1, b).astype(dt)).astype(dt))
+
+
+def build_min(ins, ch):
+    return _int_or_float(np.minimum, np.fmin)(ins, ch)  # PTX min.f32 ignores a NaN operand
+
+
+def build_max(ins, ch):
+    return _int_or_float(np.maximum, np.fmax)(ins, ch)
+
+
+def build_abs(ins, ch):
+    return lanewise(ins, ch, np.abs)
+
+
+def build_neg(ins, ch):
+    return lanewise(ins, ch, np.negative)
+
+
+def build_not(ins, ch):
+    return lanewise(ins, ch, np.logical_not if ins.type == "pred" else np.invert)
+
+
+def build_cnot(ins, ch):
+    dt = dtype_of(ins.type)
+    return lanewise(ins, ch, lambda a: (a == 0).astype(dt))
+
+
+def _logic(int_fn, bool_fn):
+    def build(ins, ch):
+        return ufunc_op(bool_fn if ins.type == "pred" else int_fn)(ins, ch)
+
+    return build
+
+
+def build_shl(ins, ch):
+    dt = dtype_of(ins.type)
+    bits = 8 * dt.itemsize
+    # PTX clamps shift amounts >= the width (the result is 0); numpy's would be undefined.
+    return lanewise(ins, ch, lambda a, b: np.where(b >= bits, 0, a << (b % bits).astype(dt)).astype(dt),
+                    n_src=2, src_type=None) if not _small_imm(ins, bits) else ufunc_op(np.left_shift)(ins, ch)
+
+
+def build_shr(ins, ch):
+    dt = dtype_of(ins.type)
+    bits = 8 * dt.itemsize
+    if _small_imm(ins, bits):
+        return ufunc_op(np.right_shift)(ins, ch)
+    if dt.kind == "i":  # arithmetic shift by >= width fills with the sign bit
+        return lanewise(ins, ch, lambda a, b: a >> np.minimum(b, bits - 1).astype(dt))
+    return lanewise(ins, ch, lambda a, b: np.where(b >= bits, 0, a >> (b % bits).astype(dt)).astype(dt))
+
+
+def _small_imm(ins, bits: int) -> bool:
+    from autograder.emulator.program import Imm, immediate_bits
+
+    shift = ins.operands[2]
+    return isinstance(shift, Imm) and 0 <= int(immediate_bits(shift.text, "")) < bits
+
+
+def build_popc(ins, ch):
+    return lanewise(ins, ch, popcount, dst_type="u32", src_type=ins.type)
+
+
+_BYTE_BITS = np.array([bin(k).count("1") for k in range(256)], np.uint32)
+
+
+def popcount(a):
+    a = np.ascontiguousarray(np.atleast_1d(a))
+    return _BYTE_BITS[a.view(np.uint8)].reshape(a.size, a.itemsize).sum(axis=1, dtype=np.uint32)
+
+
+def build_clz(ins, ch):
+    bits = 8 * dtype_of(ins.type).itemsize
+    return lanewise(ins, ch, lambda a: (bits - bit_length(a)).astype(np.uint32), src_type=ins.type,
+                    dst_type="u32")
+
+
+def bit_length(a):
+    x = np.asarray(a).astype(np.uint64)
+    hi = (x >> np.uint64(32)).astype(np.float64)
+    lo = (x & np.uint64(0xFFFFFFFF)).astype(np.float64)
+    return np.where(hi > 0, np.frexp(hi)[1] + 32, np.frexp(lo)[1]).astype(np.int64)
+
+
+def build_brev(ins, ch):
+    dt = dtype_of(ins.type)
+    bits = 8 * dt.itemsize
+
+    def brev(a):
+        x = np.asarray(a).astype(np.uint64)
+        out = np.zeros(x.shape, np.uint64)
+        for k in range(bits):
+            out |= ((x >> np.uint64(k)) & np.uint64(1)) << np.uint64(bits - 1 - k)
+        return out.astype(dt)
+
+    return lanewise(ins, ch, brev)
+
+
+def build_bfe(ins, ch):
+    dt = dtype_of(ins.type)
+    bits = 8 * dt.itemsize
+
+    def bfe(a, pos, length):
+        pos = np.minimum(np.asarray(pos).astype(np.int64) & 0xFF, bits)
+        length = np.minimum(np.asarray(length).astype(np.int64) & 0xFF, bits)
+        ux = np.asarray(a).astype(dt).view(np.dtype(f"u{dt.itemsize}")).astype(np.uint64)
+        field = (ux >> pos.astype(np.uint64)) & ((np.uint64(1) << length.astype(np.uint64)) - np.uint64(1))
+        if dt.kind == "i":  # sign-extend from the field's top bit (or the source's when past it)
+            top = np.minimum(pos + length - 1, bits - 1)
+            sign = (ux >> top.astype(np.uint64)) & np.uint64(1)
+            low_bits = (np.uint64(1) << length.astype(np.uint64)) - np.uint64(1)
+            ext = np.where((sign == 1) & (length > 0), ~low_bits, np.uint64(0))
+            field = np.where(length == 0, np.uint64(0), field | ext)
+        return field.astype(np.dtype(f"u{dt.itemsize}")).view(dt)
+
+    st = ins.type
+    a = ch.src(ins.operands[1], dtype_of(st))
+    pos_, len_ = (ch.src(o, np.uint32) for o in ins.operands[2:4])
+    put = ch.dst(ins.operands[0], dt)
+    return lambda idx: put(idx, bfe(a(idx), pos_(idx), len_(idx)))
+
+
+def build_bfi(ins, ch):
+    dt = dtype_of(ins.type)
+    u = np.dtype(f"u{dt.itemsize}")
+    bits = 8 * dt.itemsize
+    a, b = (ch.src(o, u) for o in ins.operands[1:3])
+    pos_, len_ = (ch.src(o, np.uint32) for o in ins.operands[3:5])
+    put = ch.dst(ins.operands[0], u)
+
+    def run(idx):
+        pos = np.minimum(np.asarray(pos_(idx)).astype(np.uint64) & np.uint64(0xFF), np.uint64(bits))
+        length = np.minimum(np.asarray(len_(idx)).astype(np.uint64) & np.uint64(0xFF), np.uint64(bits))
+        mask = (((np.uint64(1) << length) - np.uint64(1)) << pos) & np.uint64((1 << bits) - 1)
+        av = np.asarray(a(idx)).astype(np.uint64)
+        bv = np.asarray(b(idx)).astype(np.uint64)
+        put(idx, ((bv & ~mask) | ((av << pos) & mask)).astype(u))
+
+    return run
+
+
+def build_prmt(ins, ch):
+    if len(ins.mods) > 1:
+        raise Unsupported("prmt modes")
+    a, b, c = (ch.src(o, np.uint32) for o in ins.operands[1:4])
+    put = ch.dst(ins.operands[0], np.uint32)
+
+    def run(idx):
+        av = np.asarray(a(idx)).astype(np.uint64)
+        bv = np.asarray(b(idx)).astype(np.uint64)
+        sel = np.asarray(c(idx)).astype(np.uint64)
+        both = av | (bv << np.uint64(32))
+        out = np.zeros(np.broadcast(av, bv, sel).shape, np.uint64)
+        for k in range(4):
+            s = (sel >> np.uint64(4 * k)) & np.uint64(0xF)
+            byte = (both >> ((s & np.uint64(7)) * np.uint64(8))) & np.uint64(0xFF)
+            byte = np.where(s & np.uint64(8), np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0)),
+                            byte)
+            out |= byte << np.uint64(8 * k)
+        put(idx, out.astype(np.uint32))
+
+    return run
+
+
+COMPARE = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater,
+    "hs": np.greater_equal,
+}
+
+
+def compare_fn(ins: Instr):
+    cmp = next(m for m in ins.mods if m in COMPARE or (m.endswith("u") and m[:-1] in COMPARE)
+               or m in ("num", "nan"))
+    if cmp == "num":
+        return lambda a, b: ~(np.isnan(a) | np.isnan(b))
+    if cmp == "nan":
+        return lambda a, b: np.isnan(a) | np.isnan(b)
+    if cmp in COMPARE:
+        # ordered comparisons are false with a NaN operand, except ne which numpy makes true
+        if cmp == "ne" and dtype_of(ins.type).kind == "f":
+            return lambda a, b: np.not_equal(a, b) & ~(np.isnan(a) | np.isnan(b))
+        return COMPARE[cmp]
+    base = COMPARE[cmp[:-1]]
+    return lambda a, b: base(a, b) | np.isnan(a) | np.isnan(b)
+
+
+BOOL_OPS = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+
+
+def build_setp(ins, ch):
+    fn = compare_fn(ins)
+    dt = dtype_of(ins.type)
+    dsts = ins.operands[0].items if isinstance(ins.operands[0], Vec) else (ins.operands[0],)
+    a, b = (ch.src(o, dt) for o in ins.operands[1:3])
+    combine = next((BOOL_OPS[m] for m in ins.mods if m in BOOL_OPS), None)
+    c = ch.src(ins.operands[3], np.bool_) if combine else None
+    puts = [ch.dst(d, np.bool_) for d in dsts]
+    d_view = ch.view(dsts[0], np.bool_)
+    a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
+    if len(dsts) == 1 and combine is None and d_view is not None and isinstance(fn, np.ufunc) \
+            and a_full is not None and b_full is not None:
+
+        def fast(idx):
+            if idx is None:
+                fn(a_full, b_full, out=d_view)
+            else:
+                puts[0](idx, fn(a(idx), b(idx)))
+
+        return fast
+
+    def run(idx):
+        value = fn(a(idx), b(idx))
+        if combine is None:
+            puts[0](idx, value)
+            if len(puts) > 1:
+                puts[1](idx, ~value)
+            return
+        cv = c(idx)
+        puts[0](idx, combine(value, cv))
+        if len(puts) > 1:
+            puts[1](idx, combine(~value, cv))
+
+    return run
+
+
+def build_set(ins, ch):
+    fn = compare_fn(ins)
+    dst_type, src_type = ins.types[0], ins.types[-1]
+    dt = dtype_of(dst_type)
+    true = np.float32(1.0) if dt.kind == "f" else np.array(-1).astype(dt)
+    return lanewise(ins, ch, lambda a, b: np.where(fn(a, b), true, dt.type(0)).astype(dt),
+                    src_type=src_type, dst_type=dst_type, n_src=2)
+
+
+def build_selp(ins, ch):
+    dt = dtype_of(ins.type)
+    a, b = (ch.src(o, dt) for o in ins.operands[1:3])
+    c = ch.src(ins.operands[3], np.bool_)
+    put = ch.dst(ins.operands[0], dt)
+    return lambda idx: put(idx, np.where(c(idx), a(idx), b(idx)))
+
+
+def build_mov(ins, ch):
+    dt = dtype_of(ins.type)
+    dst, src = ins.operands[0], ins.operands[1]
+    if isinstance(dst, Vec):  # unpack: mov.b64 {lo, hi}, %rd
+        part = np.dtype(f"u{dt.itemsize // len(dst.items)}")
+        get = ch.src(src, dt)
+        puts = [ch.dst(d, part) for d in dst.items]
+
+        def unpack(idx):
+            raw = np.ascontiguousarray(np.atleast_1d(get(idx))).view(part).reshape(-1, len(puts))
+            for k, put in enumerate(puts):
+                put(idx, raw[:, k])
+
+        return unpack
+    if isinstance(src, Vec):  # pack: mov.b64 %rd, {lo, hi}
+        part = np.dtype(f"u{dt.itemsize // len(src.items)}")
+        gets = [ch.src(s, part) for s in src.items]
+        put = ch.dst(dst, dt)
+
+        def pack(idx):
+            n = ch.n if idx is None else idx.size
+            parts = np.stack([np.broadcast_to(g(idx), (n,)) for g in gets], axis=1).astype(part)
+            put(idx, np.ascontiguousarray(parts).view(dt).reshape(-1))
+
+        return pack
+    get = ch.src(src, dt)
+    put = ch.dst(dst, dt)
+    return lambda idx: put(idx, get(idx))
+
+
+def build_cvta(ins, ch):
+    window = {"shared": SHARED_REGION << REGION_SHIFT, "local": LOCAL_REGION << REGION_SHIFT}
+    space = next((m for m in ins.mods if m in ("global", "shared", "local", "const", "param")), "global")
+    base = window.get(space, 0)
+    dt = dtype_of(ins.type)
+    if "to" in ins.mods:  # generic -> space address
+        mask = (1 << (8 * dt.itemsize)) - 1
+        return lanewise(ins, ch, lambda a: ((a.astype(np.int64) - base) & mask).astype(dt) if base else a,
+                        src_type="u64", dst_type=ins.type)
+    return lanewise(ins, ch, lambda a: a.astype(np.uint64) + np.uint64(base), src_type=ins.type,
+                    dst_type="u64")
+
+
+# ----- conversions ---------------------------------------------------------------
+INT_ROUND = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
+
+
+def build_cvt(ins, ch):
+    dst_type, src_type = ins.types[0], ins.types[1]
+    rounding = next((m for m in ins.mods if m in ROUNDING), None)
+    sat = "sat" in ins.mods
+    if "bf16" in (dst_type, src_type) or "bf16x2" in (dst_type, src_type):
+        return lanewise(ins, ch, lambda a: convert_bf16(a, dst_type, src_type), src_type=src_type,
+                        dst_type=dst_type if dst_type != "bf16" else "u16")
+    return lanewise(ins, ch, lambda a: convert(a, dst_type, src_type, rounding, sat), src_type=src_type,
+                    dst_type=dst_type)
+
+
+def convert(a, dst_type: str, src_type: str, rounding: str | None, sat: bool):
+    dt, st = dtype_of(dst_type), dtype_of(src_type)
+    a = np.asarray(a)
+    if dt.kind == "f" and st.kind == "f":
+        if rounding in INT_ROUND:  # cvt.rni.f32.f32: round to an integral value
+            return INT_ROUND[rounding](a).astype(dt)
+        out = a.astype(dt)  # numpy rounds to nearest; .rz/.rm/.rp narrowing is not modelled
+        return np.clip(out, 0, 1).astype(dt) if sat else out
+    if dt.kind in "iu" and st.kind == "f":
+        # PTX float -> int rounds as asked and saturates; NaN becomes 0.
+        rounded = INT_ROUND.get(rounding or "rzi", np.trunc)(a.astype(np.float64))
+        info = np.iinfo(dt)
+        rounded = np.nan_to_num(rounded, nan=0.0)
+        return np.clip(rounded, info.min, info.max).astype(dt)
+    if dt.kind == "f":  # int -> float, rounded to nearest (.rz/.rm/.rp not modelled)
+        return a.astype(dt)
+    if sat:
+        info = np.iinfo(dt)
+        return np.clip(a.astype(np.float64) if st.itemsize == 8 else a.astype(np.int64), info.min,
+                       info.max).astype(dt)
+    return a.astype(dt)  # integer truncation or sign/zero extension by the source's type
+
+
+def convert_bf16(a, dst_type: str, src_type: str):
+    if src_type == "bf16":  # bf16 bits are the top half of an f32
+        f = (np.asarray(a).astype(np.uint32) << np.uint32(16)).view(np.float32)
+        return f.astype(dtype_of(dst_type))
+    f = np.asarray(a).astype(np.float32)
+    bits = f.view(np.uint32).astype(np.uint64)
+    rounded = (bits + np.uint64(0x7FFF) + ((bits >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16)
+    rounded = np.where(np.isnan(f), np.uint64(0x7FC0), rounded)
+    return rounded.astype(np.uint16)
+
+
+def build_math(fn):
+    """Approximate math (rcp, sqrt, rsqrt, ex2, lg2, sin, cos, tanh): computed exactly in the
+    instruction's precision, which is within the hardware's stated error bounds."""
+
+    def build(ins, ch):
+        return lanewise(ins, ch, fn)
+
+    return build
+
+
+def build_nop(ins, ch):
+    return lambda idx: None
+
+
+def build_testp(ins, ch):
+    kind = next(m for m in ins.mods if m in ("finite", "infinite", "number", "notanumber", "normal",
+                                              "subnormal"))
+    tests = {
+        "finite": np.isfinite, "infinite": np.isinf, "number": lambda a: ~np.isnan(a),
+        "notanumber": np.isnan,
+        "normal": lambda a: np.isfinite(a) & (np.abs(a) >= np.finfo(a.dtype).tiny),
+        "subnormal": lambda a: (a != 0) & (np.abs(a) < np.finfo(a.dtype).tiny),
+    }
+    return lanewise(ins, ch, tests[kind], src_type=ins.type, dst_type="pred")
+
+
+def build_copysign(ins, ch):
+    return lanewise(ins, ch, lambda a, b: np.copysign(b, a))
+
+
+OPS = {
+    "add": build_add, "sub": build_sub, "mul": build_mul, "mad": build_mad, "fma": build_fma,
+    "div": build_div, "rem": build_rem, "min": build_min, "max": build_max, "abs": build_abs,
+    "neg": build_neg, "not": build_not, "cnot": build_cnot,
+    "and": _logic(np.bitwise_and, np.logical_and), "or": _logic(np.bitwise_or, np.logical_or),
+    "xor": _logic(np.bitwise_xor, np.logical_xor),
+    "shl": build_shl, "shr": build_shr, "popc": build_popc, "clz": build_clz, "brev": build_brev,
+    "bfe": build_bfe, "bfi": build_bfi, "prmt": build_prmt,
+    "setp": build_setp, "set": build_set, "selp": build_selp, "mov": build_mov, "cvt": build_cvt,
+    "cvta": build_cvta, "testp": build_testp, "copysign": build_copysign,
+    "rcp": build_math(lambda a: (1 / a).astype(a.dtype)),
+    "sqrt": build_math(np.sqrt),
+    "rsqrt": build_math(lambda a: (1 / np.sqrt(a)).astype(a.dtype)),
+    "ex2": build_math(np.exp2), "lg2": build_math(np.log2),
+    "sin": build_math(np.sin), "cos": build_math(np.cos), "tanh": build_math(np.tanh),
+    "ld": access.build_ld, "ldu": access.build_ld, "st": access.build_st,
+    "atom": access.build_atom, "red": access.build_atom,
+    "shfl": collective.build_shfl, "vote": collective.build_vote,
+    "activemask": collective.build_activemask, "redux": collective.build_redux,
+    "bar": collective.build_bar_warp, "barrier": collective.build_bar_warp,
+    "call": collective.build_call,
+    "membar": build_nop, "fence": build_nop, "prefetch": build_nop, "prefetchu": build_nop,
+    "nanosleep": build_nop, "pmevent": build_nop,
+}
+PURE_OPS = frozenset(OPS) - {"ld", "ldu", "st", "atom", "red", "shfl", "vote", "activemask",
+                             "redux", "bar", "barrier", "call"}

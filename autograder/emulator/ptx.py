@@ -1,0 +1,241 @@
+"""Parse PTX text, as NVRTC writes it, into plain data: kernels, their parameters,
+registers, variables and statements, each statement with its source line (from ``.loc``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_REG_DECL = re.compile(r"\.reg\s+\.(\w+)\s+(.*)")
+_RANGE = re.compile(r"^(%?[\w$]+)<(\d+)>$")
+_VAR_DECL = re.compile(
+    r"^(?P<extern>\.extern\s+)?(?:\.visible\s+|\.weak\s+)?\.(?P<space>global|const|shared|local)\s+"
+    r"(?:\.align\s+(?P<align>\d+)\s+)?\.(?P<type>\w+)\s+(?P<name>[\w$]+)"
+    r"(?:\[(?P<count>\d*)\])?(?:\s*=\s*(?P<init>.*))?$"
+)
+_PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)(?:\[(\d+)\])?")
+_ENTRY = re.compile(r"\.entry\s+([\w$]+)\s*\((.*)\)", re.S)
+_LABEL = re.compile(r"^([\w$.]+):$")
+
+TYPE_BYTES = {
+    "pred": 1, "b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2,
+    "b32": 4, "u32": 4, "s32": 4, "f32": 4, "f16x2": 4, "bf16x2": 4, "tf32": 4,
+    "b64": 8, "u64": 8, "s64": 8, "f64": 8, "b128": 16,
+}
+
+
+@dataclass
+class Variable:
+    """A ``.global``/``.const``/``.shared``/``.local`` variable (module or kernel scope)."""
+
+    name: str
+    space: str
+    type: str
+    size: int  # bytes; 0 for ``extern .shared`` arrays of unknown size
+    align: int
+    init: bytes | None = None
+    extern: bool = False
+
+
+@dataclass
+class Param:
+    name: str
+    type: str
+    size: int
+    align: int
+
+
+@dataclass
+class Statement:
+    text: str  # one instruction, without the ';'
+    line: int | None  # source line in the main file
+
+
+@dataclass
+class Kernel:
+    name: str
+    params: list[Param]
+    registers: dict[str, str] = field(default_factory=dict)  # name -> declared type
+    variables: list[Variable] = field(default_factory=list)  # module variables, then the kernel's
+    call_params: dict[str, str] = field(default_factory=dict)  # .param declared in a call sequence
+    body: list[Statement] = field(default_factory=list)
+    labels: dict[str, int] = field(default_factory=dict)  # label -> index of the next statement
+
+
+def parse_kernel(ptx: str, kernel_name: str, filename: str) -> Kernel:
+    """The kernel named ``kernel_name`` (its lowered name) from PTX text."""
+    tokens, files = _tokenize(ptx)
+    main_file = _main_file(files, filename)
+    module_vars: list[Variable] = []
+    depth = 0
+    i = 0
+    while i < len(tokens):
+        kind, text, _loc = tokens[i]
+        if kind == "header":
+            match = _ENTRY.search(text)
+            end = _block_end(tokens, i + 1)
+            if match and match.group(1) == kernel_name:
+                kernel = Kernel(kernel_name, _params(match.group(2)), variables=list(module_vars))
+                _fill_body(kernel, tokens[i + 2 : end], main_file)
+                return kernel
+            i = end + 1
+            continue
+        if kind == "{" or kind == "}":
+            depth += 1 if kind == "{" else -1
+        elif kind == "stmt" and depth == 0:
+            var = parse_variable(text)
+            if var is not None:
+                module_vars.append(var)
+        i += 1
+    raise KeyError(f"kernel {kernel_name} not found in PTX")
+
+
+def parse_variable(text: str) -> Variable | None:
+    match = _VAR_DECL.match(text.strip())
+    if match is None:
+        return None
+    type_ = match["type"]
+    elem = TYPE_BYTES.get(type_, 1)
+    count = match["count"]
+    n = 1 if count is None else (int(count) if count else 0)
+    init = _initializer(match["init"], type_, elem, n) if match["init"] else None
+    return Variable(
+        name=match["name"], space=match["space"], type=type_, size=n * elem,
+        align=int(match["align"] or elem), init=init, extern=bool(match["extern"]),
+    )
+
+
+def _initializer(text: str, type_: str, elem: int, n: int) -> bytes:
+    values = [v.strip() for v in text.strip().strip("{}").split(",") if v.strip()]
+    out = bytearray(n * elem)
+    for k, v in enumerate(values[:n]):
+        raw = int(v[2:], 16) if v.startswith(("0f", "0F")) or v.startswith(("0d", "0D")) else int(v, 0)
+        out[k * elem : (k + 1) * elem] = (raw & ((1 << (8 * elem)) - 1)).to_bytes(elem, "little")
+    return bytes(out)
+
+
+def _tokenize(ptx: str) -> tuple[list[tuple[str, str, int | None]], dict[int, str]]:
+    """Statements, headers, scope braces and labels, each with the ``.loc`` in force."""
+    text = re.sub(r"/\*.*?\*/", " ", ptx, flags=re.S)
+    files: dict[int, str] = {}
+    tokens: list[tuple[str, str, int | None]] = []
+    loc: tuple[int, ...] | None = None
+    buf = ""
+    for raw in text.splitlines():
+        s = raw.split("//", 1)[0].strip()
+        if not s:
+            continue
+        if re.match(r"\.loc\s", s):
+            loc = _loc(s)
+            continue
+        if re.match(r"\.file\s", s):
+            parts = s.split(None, 2)
+            files[int(parts[1])] = parts[2].split('"')[1] if '"' in parts[2] else parts[2]
+            continue
+        if s in ("{", "}"):
+            if s == "{" and buf.strip():
+                tokens.append(("header", buf.strip(), loc))
+                buf = ""
+            tokens.append((s, s, loc))
+            continue
+        if s.startswith("{") and not buf:  # "{ // callseq" already stripped of its comment
+            tokens.append(("{", "{", loc))
+            s = s[1:].strip()
+            if not s:
+                continue
+        label = _LABEL.match(s)
+        if label and not buf:
+            tokens.append(("label", label.group(1), loc))
+            continue
+        buf += " " + s
+        while ";" in buf:
+            stmt, buf = buf.split(";", 1)
+            if stmt.strip():
+                tokens.append(("stmt", stmt.strip(), loc))
+    return tokens, files
+
+
+def _loc(s: str) -> tuple[int, ...]:
+    """(file, line), or (file, line, file, line) with the call site of an inlined function."""
+    parts = s.replace(",", " ").split()
+    loc = (int(parts[1]), int(parts[2]))
+    if "inlined_at" in parts:
+        k = parts.index("inlined_at")
+        return (*loc, int(parts[k + 1]), int(parts[k + 2]))
+    return loc
+
+
+def _main_file(files: dict[int, str], filename: str) -> int:
+    for number, path in files.items():
+        if path.replace("\\", "/").rsplit("/", 1)[-1] == filename:
+            return number
+    return min(files, default=1)
+
+
+def _line(loc, main_file: int) -> int | None:
+    if loc is None:
+        return None
+    if loc[0] == main_file and loc[1] > 0:
+        return loc[1]
+    if len(loc) == 4 and loc[2] == main_file:
+        return loc[3]
+    return None
+
+
+def _block_end(tokens, start: int) -> int:
+    depth = 0
+    for j in range(start, len(tokens)):
+        if tokens[j][0] == "{":
+            depth += 1
+        elif tokens[j][0] == "}":
+            depth -= 1
+            if depth == 0:
+                return j
+    raise ValueError("unbalanced braces in PTX")
+
+
+def _params(text: str) -> list[Param]:
+    params = []
+    for match in _PARAM.finditer(text):
+        align, type_, name, count = match.groups()
+        elem = TYPE_BYTES.get(type_, 1)
+        size = elem * (int(count) if count else 1)
+        params.append(Param(name, type_, size, int(align or elem)))
+    return params
+
+
+def _fill_body(kernel: Kernel, tokens, main_file: int) -> None:
+    line = None
+    for kind, text, loc in tokens:
+        line = _line(loc, main_file) or line
+        if kind == "label":
+            kernel.labels[text] = len(kernel.body)
+        elif kind == "stmt":
+            _statement(kernel, text, line)
+
+
+def _statement(kernel: Kernel, text: str, line: int | None) -> None:
+    if text.startswith(".reg"):
+        match = _REG_DECL.match(text)
+        for name in match.group(2).split(","):
+            _declare_registers(kernel, name.strip(), match.group(1))
+    elif text.startswith(".param"):
+        match = _PARAM.match(text)
+        kernel.call_params[match.group(3)] = match.group(2)
+    elif text.startswith((".local", ".shared", ".global", ".const", ".extern")):
+        var = parse_variable(text)
+        if var is not None:
+            kernel.variables.append(var)
+    elif text.startswith("."):
+        return  # .pragma, .maxntid and other performance hints
+    else:
+        kernel.body.append(Statement(text, line))
+
+
+def _declare_registers(kernel: Kernel, name: str, type_: str) -> None:
+    match = _RANGE.match(name)
+    if match:
+        for k in range(int(match.group(2))):
+            kernel.registers[f"{match.group(1)}{k}"] = type_
+    else:
+        kernel.registers[name] = type_
