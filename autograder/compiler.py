@@ -10,7 +10,9 @@ GPU backend loads a cubin built for the device's own architecture instead.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from autograder.backends.base import CompileError, Program
 
@@ -42,6 +44,29 @@ def nvrtc_version() -> tuple[int, int]:
     return major, minor
 
 
+@functools.lru_cache(maxsize=1)
+def cuda_include_dirs() -> tuple[str, ...]:
+    """Where NVRTC finds the CUDA headers a kernel may include (``cuda_fp16.h``, ``mma.h``).
+
+    The pip packages ``nvidia-cuda-runtime`` and ``nvidia-cuda-crt`` put them beside NVRTC's
+    own ``nvrtc.h``; a CUDA toolkit (``CUDA_HOME``, ``CUDA_PATH``, ``/usr/local/cuda``) serves
+    where they are missing. Without either, a kernel that includes them fails to compile.
+    """
+    toolkits = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    for directory in _pip_include_dirs() + [Path(t) / "include" for t in toolkits if t]:
+        if (directory / "cuda_fp16.h").is_file() and (directory / "crt" / "mma.h").is_file():
+            return (str(directory),)
+    return ()
+
+
+def _pip_include_dirs() -> list[Path]:
+    try:
+        import nvidia
+    except ImportError:
+        return []
+    return [Path(root) / name / "include" for root in nvidia.__path__ for name in ("cu13", "cu12")]
+
+
 @functools.lru_cache(maxsize=64)
 def _compile(program: Program, arch: str) -> Compiled:
     from cuda.bindings import nvrtc
@@ -54,6 +79,7 @@ def _compile(program: Program, arch: str) -> Compiled:
         expression = f"&{program.kernel}".encode()
         _check(nvrtc, nvrtc.nvrtcAddNameExpression(prog, expression)[0], "nvrtcAddNameExpression")
         options = [f"--gpu-architecture={arch}", "-lineinfo", "--std=c++17", "-default-device"]
+        options += [f"--include-path={directory}" for directory in cuda_include_dirs()]
         options += [f"-D{name}={value}" for name, value in program.defines]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
         log = _log(nvrtc, prog)
