@@ -5,6 +5,8 @@
 // elementwise loads at the edges), double-buffered: the next step's tiles are fetched into
 // registers while the current ones feed the tensor cores, so one barrier per step suffices.
 // Shared rows are padded by 8 halves so that fragment loads do not collide on banks.
+// The defaults (8 warps as 2 x 4, each 64 x 32, two blocks per multiprocessor) are the
+// fastest of the configurations measured on the H200 (bench/references/results.md).
 
 #include <cuda_fp16.h>
 #include <mma.h>
@@ -15,16 +17,19 @@ using namespace nvcuda;
 #define WARPS_M 2
 #endif
 #ifndef WARPS_N
-#define WARPS_N 2
+#define WARPS_N 4
 #endif
 #ifndef FRAG_M
 #define FRAG_M 4
 #endif
 #ifndef FRAG_N
-#define FRAG_N 4
+#define FRAG_N 2
 #endif
 #ifndef BK
 #define BK 32
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 2  // resident blocks per multiprocessor the register allocation must allow
 #endif
 
 constexpr int BM = 16 * FRAG_M * WARPS_M;
@@ -85,7 +90,8 @@ __device__ __forceinline__ void stage(__half (*sA)[LDA], __half (*sB)[LDB], cons
     }
 }
 
-__global__ void gemm_tensor_core(const half* __restrict__ A, const half* __restrict__ B,
+__global__ void __launch_bounds__(NT, MIN_BLOCKS)
+gemm_tensor_core(const half* __restrict__ A, const half* __restrict__ B,
                                  float* __restrict__ C, int M, int N, int K) {
     __shared__ __align__(128) __half sA[2][BM][LDA];
     __shared__ __align__(128) __half sB[2][BK][LDB];

@@ -22,7 +22,7 @@ SPEC = Spec(
         Scalar("N", "N"),
         Scalar("K", "K"),
     ),
-    block=("128",),
+    block=("256",),
     grid=("cdiv(N, 128)", "cdiv(M, 128)"),
     cases={
         "aligned": _shapes((128, 128, 64), (256, 128, 128)),

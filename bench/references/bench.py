@@ -28,8 +28,43 @@ torch.backends.cudnn.allow_tf32 = False
 ROWS: list[dict] = []
 
 
+# Variants tried beside the references (not part of the course): an L2 prefetch-size hint
+# on the loads of the one-element-per-thread kernels, to see what the fixed geometry leaves.
+HINTED = {
+    "vector_add": r"""
+__global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
+                           float* __restrict__ c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float x, y;
+        asm("ld.global.nc.L2::256B.f32 %0, [%1];" : "=f"(x) : "l"(a + i));
+        asm("ld.global.nc.L2::256B.f32 %0, [%1];" : "=f"(y) : "l"(b + i));
+        c[i] = x + y;
+    }
+}""",
+    "window_sum": r"""
+__global__ void window_sum(const float* __restrict__ x, float* __restrict__ y, int n) {
+    __shared__ float tile[BLOCK + 4];
+    int t = threadIdx.x, base = blockIdx.x * BLOCK;
+    for (int q = t; q < BLOCK + 4; q += BLOCK) {
+        int g = base + q;
+        float v = 0.0f;
+        if (g < n + 4) asm("ld.global.nc.L2::256B.f32 %0, [%1];" : "=f"(v) : "l"(x + g));
+        tile[q] = v;
+    }
+    __syncthreads();
+    if (base + t < n) {
+        float sum = 0.0f;
+        for (int d = 0; d < 5; ++d) sum += tile[t + d];
+        y[base + t] = sum;
+    }
+}""",
+}
+VARIANT: dict[str, str] = {}  # assignment -> source to use instead of the reference
+
+
 def kernel(name: str, **defines):
-    source = (ROOT / "reference" / f"{name}.cu").read_text()
+    source = VARIANT.get(name) or (ROOT / "reference" / f"{name}.cu").read_text()
     options = ("--std=c++17", "-lineinfo", "-I/usr/local/cuda/include",
                *(f"-D{k}={v}" for k, v in defines.items()))
     module = cp.RawModule(code=source, options=options, name_expressions=(name,))
@@ -219,10 +254,10 @@ def gemm_tiled(M, N, K, T, roof):
     gemm("gemm_tiled", M, N, K, roof, (T, T), (cdiv(N, T), cdiv(M, T)), TILE=T)
 
 
-def gemm_tensor_core(M, N, K, roof, WARPS_M=2, WARPS_N=2, FRAG_M=4, FRAG_N=4, BK=32):
+def gemm_tensor_core(M, N, K, roof, WARPS_M=2, WARPS_N=4, FRAG_M=4, FRAG_N=2, BK=32, MIN_BLOCKS=2):
     BM, BN, NT = 16 * FRAG_M * WARPS_M, 16 * FRAG_N * WARPS_N, 32 * WARPS_M * WARPS_N
     gemm("gemm_tensor_core", M, N, K, roof, (NT,), (cdiv(N, BN), cdiv(M, BM)), dtype=torch.half,
-         WARPS_M=WARPS_M, WARPS_N=WARPS_N, FRAG_M=FRAG_M, FRAG_N=FRAG_N, BK=BK)
+         WARPS_M=WARPS_M, WARPS_N=WARPS_N, FRAG_M=FRAG_M, FRAG_N=FRAG_N, BK=BK, MIN_BLOCKS=MIN_BLOCKS)
 
 
 def main() -> None:
@@ -257,9 +292,19 @@ def main() -> None:
     vector_add(big, copy)
     vector_add(1 << 28, copy)
     window_sum(big, 256, copy)
+    window_sum(big, 128, copy)
+    VARIANT.update(HINTED)
+    vector_add(1000, None)
+    window_sum(1000, 32, None)
+    print("(L2::256B-hinted variants:)")
+    vector_add(big, copy)
+    window_sum(big, 256, copy)
+    VARIANT.clear()
     for T, R in ((32, 8), (32, 4), (32, 16), (32, 32), (64, 8), (64, 16)):
         transpose(8192, 8192, T, R, copy)
     transpose(8191, 8193, 32, 8, copy)
+    transpose(8191, 8193, 64, 8, copy)
+    transpose(1000, 999, 64, 8, None)
     for T, G in ((256, 1056), (256, 2112), (512, 528), (128, 2112), (256, 4224)):
         reduction(big, T, G, copy)
     reduction(1 << 28, 256, 1056, copy)
@@ -280,10 +325,13 @@ def main() -> None:
     gemm_tiled(2053, 2039, 2048, 32, s4096)
 
     h4096 = hgemm_roof(4096, 4096, 4096)
-    for cfg in ({}, {"WARPS_N": 4, "FRAG_N": 2}, {"WARPS_M": 4, "FRAG_M": 2}, {"WARPS_N": 4, "BK": 16},
-                {"BK": 16}, {"WARPS_M": 4, "WARPS_N": 2, "FRAG_M": 2, "FRAG_N": 4, "BK": 16}):
+    wide, tall = {"WARPS_N": 4, "FRAG_N": 2}, {"WARPS_M": 4, "FRAG_M": 2}
+    for cfg in ({}, {"MIN_BLOCKS": 2}, wide, {**wide, "MIN_BLOCKS": 2}, tall, {**tall, "MIN_BLOCKS": 2},
+                {"WARPS_M": 4, "WARPS_N": 4, "FRAG_M": 2, "FRAG_N": 2},
+                {"WARPS_M": 4, "WARPS_N": 4, "FRAG_M": 2, "FRAG_N": 2, "MIN_BLOCKS": 2}):
         gemm_tensor_core(4096, 4096, 4096, h4096, **cfg)
-    gemm_tensor_core(2053, 2039, 2048, h4096)
+    gemm_tensor_core(2053, 2039, 2048, h4096, **wide)
+    gemm_tensor_core(2053, 2039, 2048, h4096, **wide, MIN_BLOCKS=2)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
