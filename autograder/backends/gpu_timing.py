@@ -7,9 +7,10 @@ The protocol follows ``/work/.library/device/METHOD.md``:
   drift hit both alike;
 - inputs rotate among several freshly drawn sets (each its own seed), so neither the L2
   nor a kernel that remembers its last answer sees the same data twice in a row;
-- before each timed launch, outside the events: the outputs are poisoned again (copied
-  from their NaN-filled originals) and the L2 is flushed by a memset of ``flush_bytes``
-  (256 MiB, over four times the H200's 60 MiB L2);
+- before each launch, outside the events: its input set is copied into the one set of
+  working buffers every launch uses (so an address never identifies an input set, an
+  input the kernel overwrote is restored, and the outputs start as NaN again), and the L2
+  is flushed by a memset of ``flush_bytes`` (256 MiB, over four times the H200's 60 MiB);
 - CUDA events around each launch only; the first round over every input set is warm-up
   and is not timed;
 - after each timed launch a small kernel counts, on the device, the outputs that differ
@@ -126,55 +127,65 @@ def _median(samples_ms: list[float]) -> float:
     return float(np.median(samples_ms)) if samples_ms else math.nan  # none: wrong at warm-up
 
 
-class _InputSet:
-    """One input set on the device: working buffers, poisoned originals, expected outputs."""
+class _Buffers:
+    """Device copies of a launch's buffers, by name."""
 
-    def __init__(self, cuda, launch: Launch):
+    def __init__(self, cuda, buffers: list[Buffer], upload: bool):
         self.cuda = cuda
-        self.launch = launch
-        self.buffers = {b.name: self._upload(b.data) for b in _buffers(launch)}
-        outputs = [b for b in _buffers(launch) if b.is_output]
-        self.poisoned = {b.name: self._upload(b.data) for b in outputs}
-        self.expected = {b.name: cuda.mem_alloc(b.data.nbytes) for b in outputs}
-        self.sizes = {b.name: (b.data.size, b.data.nbytes, str(b.data.dtype)) for b in outputs}
-        self.args = [np.uintp(int(self.buffers[a.name])) if isinstance(a, Buffer)
-                     else np.dtype(a.dtype).type(a.value) for a in launch.args]
+        self.nbytes = {b.name: b.data.nbytes for b in buffers}
+        self.memory = {b.name: cuda.mem_alloc(max(b.data.nbytes, 1)) for b in buffers}
+        for b in buffers if upload else ():
+            cuda.memcpy_htod(self.memory[b.name], np.ascontiguousarray(b.data))
 
-    def _upload(self, data: np.ndarray):
-        allocation = self.cuda.mem_alloc(max(data.nbytes, 1))
-        self.cuda.memcpy_htod(allocation, np.ascontiguousarray(data))
-        return allocation
-
-    def poison(self, stream) -> None:
-        for name, original in self.poisoned.items():
-            self.cuda.memcpy_dtod_async(self.buffers[name], original, self.sizes[name][1], stream)
-
-    def keep_expected(self, stream) -> None:
-        for name, expected in self.expected.items():
-            self.cuda.memcpy_dtod_async(expected, self.buffers[name], self.sizes[name][1], stream)
+    def copy_to(self, other: _Buffers, stream) -> None:
+        """Every buffer of ``other`` from this one's buffer of the same name."""
+        for name, memory in other.memory.items():
+            self.cuda.memcpy_dtod_async(memory, self.memory[name], other.nbytes[name], stream)
 
     def free(self) -> None:
-        for allocations in (self.buffers, self.poisoned, self.expected):
-            for allocation in allocations.values():
-                allocation.free()
+        for memory in self.memory.values():
+            memory.free()
+
+
+class _InputSet:
+    """One input set on the device: every buffer before the launch, the reference's outputs."""
+
+    def __init__(self, cuda, launch: Launch):
+        buffers = _buffers(launch)
+        self.before = _Buffers(cuda, buffers, upload=True)  # inputs, and outputs poisoned
+        self.expected = _Buffers(cuda, [b for b in buffers if b.is_output], upload=False)
+
+    def free(self) -> None:
+        self.before.free()
+        self.expected.free()
 
 
 class _Session:
-    """The device state of one timing: kernels, input sets, the L2 flush buffer, events."""
+    """The device state of one timing: kernels, input sets, working buffers, flush, events.
+
+    Every launch runs on the same working buffers, into which its input set is copied
+    first: the addresses never tell a kernel which input set it is given, and an input a
+    kernel overwrote is restored before the next launch.
+    """
 
     def __init__(self, backend, request: TimingRequest):
         self.cuda = backend._cuda  # the backend's driver module; its context is current
         self.request = request
-        self.kernels = {"student": backend._function(request.student[0].program),
+        first = request.student[0]
+        self.kernels = {"student": backend._function(first.program),
                         "reference": backend._function(request.reference)}
-        shared_bytes = request.student[0].shared_bytes
-        if shared_bytes > DEFAULT_SHARED_LIMIT:
+        if first.shared_bytes > DEFAULT_SHARED_LIMIT:
             for kernel in self.kernels.values():
-                kernel.set_attribute(self.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes)
-        self.compare = {dtype: backend._function(_compare_program(dtype))
-                        for _n, _b, dtype in _output_sizes(request.student[0])}
+                kernel.set_attribute(
+                    self.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, first.shared_bytes
+                )
+        self.outputs = [(b.name, b.data.size, str(b.data.dtype)) for b in _buffers(first) if b.is_output]
+        self.compare = {dtype: backend._function(_compare_program(dtype)) for _n, _s, dtype in self.outputs}
         self.stream = self.cuda.Stream()
         self.sets = [_InputSet(self.cuda, launch) for launch in request.student]
+        self.working = _Buffers(self.cuda, _buffers(first), upload=False)
+        self.args = [np.uintp(int(self.working.memory[a.name])) if isinstance(a, Buffer)
+                     else np.dtype(a.dtype).type(a.value) for a in first.args]
         self.flush = self.cuda.mem_alloc(request.flush_bytes)
         self.pairs = len(self.sets)  # pairs per round: one over every input set
         self.bad = self.cuda.mem_alloc(4 * 2 * self.pairs)
@@ -184,9 +195,9 @@ class _Session:
     def measure(self) -> tuple[dict[str, list[float]], str | None]:
         """Warm up, then time rounds until settled; stop at the first wrong output."""
         for input_set in self.sets:
-            input_set.poison(self.stream)
-            self._launch("reference", input_set)
-            input_set.keep_expected(self.stream)
+            input_set.before.copy_to(self.working, self.stream)
+            self._launch("reference")
+            self.working.copy_to(input_set.expected, self.stream)
         samples: dict[str, list[float]] = {who: [] for who in WHO}
         wrong = self._round(samples, timed=False)
         started = time.monotonic()
@@ -204,46 +215,45 @@ class _Session:
         """One pass over every input set, student then reference on each; checked on the device."""
         self.cuda.memset_d32_async(self.bad, 0, 2 * self.pairs, self.stream)
         slots = []
-        for input_set in self.sets:
+        for index, input_set in enumerate(self.sets):
             for who in WHO:
                 slot = len(slots)
-                input_set.poison(self.stream)
+                input_set.before.copy_to(self.working, self.stream)  # fresh inputs, poisoned outputs
                 self.cuda.memset_d32_async(self.flush, slot, self.request.flush_bytes // 4, self.stream)
                 start, end = self.events[slot]
                 start.record(self.stream)
-                self._launch(who, input_set)
+                self._launch(who)
                 end.record(self.stream)
                 self._count_mismatches(input_set, slot)
-                slots.append((who, input_set))
+                slots.append((who, index))
         self.stream.synchronize()
         counts = np.empty(2 * self.pairs, dtype=np.uint32)
         self.cuda.memcpy_dtoh(counts, self.bad)
-        for slot, (who, input_set) in enumerate(slots):
+        for slot, (who, index) in enumerate(slots):
             self.launches += 1
-            where = (self.launches, self.sets.index(input_set), int(counts[slot]))
             if counts[slot] and who == "reference":
                 raise ReferenceUnstableError(
-                    "the reference kernel gave {2} outputs that differ from its own first outputs "
-                    "on input set {1} (launch {0})".format(*where))
+                    f"the reference kernel gave {counts[slot]} outputs that differ from its own first "
+                    f"outputs on input set {index} (launch {self.launches})")
             if counts[slot]:
-                return _wrong_sentence(*where)
+                return _wrong_sentence(self.launches, index, int(counts[slot]))
             if timed:
                 start, end = self.events[slot]
                 samples[who].append(start.time_till(end))
         return None
 
-    def _launch(self, who: str, input_set: _InputSet) -> None:
-        launch = input_set.launch
-        self.kernels[who](*input_set.args, grid=launch.grid, block=launch.block,
+    def _launch(self, who: str) -> None:
+        launch = self.request.student[0]
+        self.kernels[who](*self.args, grid=launch.grid, block=launch.block,
                           shared=launch.shared_bytes, stream=self.stream)
 
     def _count_mismatches(self, input_set: _InputSet, slot: int) -> None:
         r = self.request
         atol, rtol = TOLERANCE_FACTOR * r.atol, TOLERANCE_FACTOR * r.rtol
-        for name, (n, _nbytes, dtype) in input_set.sizes.items():
+        for name, n, dtype in self.outputs:
             blocks = int(min(max(1, -(-n // 256)), 4096))
             self.compare[dtype](
-                np.uintp(int(input_set.buffers[name])), np.uintp(int(input_set.expected[name])),
+                np.uintp(int(self.working.memory[name])), np.uintp(int(input_set.expected.memory[name])),
                 np.uint64(n), np.float64(atol), np.float64(rtol), np.uintp(int(self.bad) + 4 * slot),
                 grid=(blocks, 1, 1), block=(256, 1, 1), stream=self.stream,
             )
@@ -254,16 +264,13 @@ class _Session:
             self.stream.synchronize()
             for input_set in self.sets:
                 input_set.free()
+            self.working.free()
             self.flush.free()
             self.bad.free()
 
 
 def _buffers(launch: Launch) -> list[Buffer]:
     return [arg for arg in launch.args if isinstance(arg, Buffer)]
-
-
-def _output_sizes(launch: Launch) -> list[tuple[int, int, str]]:
-    return [(b.data.size, b.data.nbytes, str(b.data.dtype)) for b in _buffers(launch) if b.is_output]
 
 
 def _compare_program(dtype: str) -> Program:
@@ -277,6 +284,7 @@ class ReferenceUnstableError(RuntimeError):
 
 
 def _wrong_sentence(launch: int, input_set: int, count: int) -> str:
+    """What a student reads when a timed (or warm-up) launch computed a wrong answer."""
     return (f"launch {launch} of your kernel (input set {input_set}) gave {count} outputs that "
             "differ from the reference kernel's: every call must compute its answer from its inputs "
             "(no results kept from an earlier call)")

@@ -306,6 +306,30 @@ def test_timing_protocol_fails_a_kernel_that_writes_nothing_after_its_first_call
     assert timing.wrong is not None and "1000 outputs" in timing.wrong
 
 
+def test_timing_protocol_fails_a_kernel_that_remembers_answers_by_address():
+    answers = {}
+
+    def by_address(cuda, a, b, c, n):
+        if int(a) not in answers:
+            _vector_add(cuda, a, b, c, n)
+            answers[int(a)] = cuda.view(c, np.float32, int(n)).copy()
+        cuda.view(c, np.float32, int(n))[:] = answers[int(a)]
+
+    kernels = {"reference": _vector_add, "by_address": by_address}
+    timing = gpu_timing.time_case(_FakeBackend(kernels), _request("by_address"))
+    assert timing.wrong is not None
+
+
+def test_a_kernel_that_overwrites_its_input_does_not_corrupt_later_launches():
+    def clobbering(cuda, a, b, c, n):
+        _vector_add(cuda, a, b, c, n)
+        cuda.view(a, np.float32, int(n))[:] = 7.0
+
+    kernels = {"reference": _vector_add, "clobbering": clobbering}
+    timing = gpu_timing.time_case(_FakeBackend(kernels), _request("clobbering"))
+    assert timing.wrong is None and timing.ratio == 1.0
+
+
 def test_timing_stops_at_max_repeats():
     request = dataclasses.replace(_request("reference"), min_repeats=10**6, max_repeats=9)
     timing = gpu_timing.time_case(_FakeBackend({"reference": _vector_add}), request)
