@@ -128,6 +128,8 @@ def _tokenize(ptx: str) -> tuple[list[tuple[str, str, int | None]], dict[int, st
         if re.match(r"\.loc\s", s):
             loc = _loc(s)
             continue
+        if re.match(r"\.(version|target|address_size)\s", s):
+            continue
         if re.match(r"\.file\s", s):
             parts = s.split(None, 2)
             files[int(parts[1])] = parts[2].split('"')[1] if '"' in parts[2] else parts[2]

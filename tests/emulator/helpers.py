@@ -1,0 +1,46 @@
+"""Helpers for emulator tests: compile a CUDA source with NVRTC and run one launch."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autograder.backends.base import Buffer, Launch, LaunchResult, Program, Scalar
+from autograder.backends.emulator import EmulatorBackend
+
+
+def launch(source: str, kernel: str, grid, block, args, shared_bytes: int = 0,
+           defines: tuple = (), budget: int | None = None, filename: str = "kernel.cu") -> LaunchResult:
+    """Run ``kernel`` once; ``args`` are Buffers and Scalars (or (name, array[, is_output]))."""
+    built = tuple(_arg(a) for a in args)
+    program = Program(source, filename, kernel, tuple(defines))
+    backend = EmulatorBackend() if budget is None else EmulatorBackend(budget)
+    return backend.launch(Launch(program, _dim(grid), _dim(block), built, shared_bytes))
+
+
+def _dim(d):
+    d = (d,) if isinstance(d, int) else tuple(d)
+    return (*d, *(1,) * (3 - len(d)))
+
+
+def _arg(a):
+    if isinstance(a, Buffer | Scalar):
+        return a
+    raise TypeError(a)
+
+
+def out(name: str, n: int, dtype=np.float32) -> Buffer:
+    """An output buffer poisoned with NaN (or all ones bits for integers)."""
+    data = np.full(n, np.nan, dtype) if np.dtype(dtype).kind == "f" else np.full(n, -1, dtype)
+    return Buffer(name, data, True)
+
+
+def kinds(result: LaunchResult) -> list[str]:
+    return sorted(f.kind for f in result.findings)
+
+
+def line_of(source: str, marker: str) -> int:
+    """The 1-based line of ``source`` that contains ``marker``."""
+    for number, text in enumerate(source.splitlines(), 1):
+        if marker in text:
+            return number
+    raise ValueError(marker)
