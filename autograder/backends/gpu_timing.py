@@ -85,11 +85,11 @@ class TimingRequest:
 
 
 def timing_request(spec: Spec, sources: Mapping[str, str], case: Case, group: str, index: int,
-                   secret: int, case_s: float) -> TimingRequest:
-    """Build the request for one case: ``INPUT_SETS`` fresh input sets from the secret seed."""
+                   secret: int, case_s: float, input_sets: int = INPUT_SETS) -> TimingRequest:
+    """Build the request for one case: ``input_sets`` fresh input sets from the secret seed."""
     launches = tuple(
         prepare(spec, sources["student"], case, case_seed(secret, spec.name, group, index, k), case_s).launch
-        for k in range(1, INPUT_SETS + 1)
+        for k in range(1, input_sets + 1)
     )
     return TimingRequest(
         student=launches, reference=program(spec, sources["reference"], case), case=dict(case),
