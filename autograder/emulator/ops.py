@@ -401,6 +401,23 @@ def build_prmt(ins, ch):
     return run
 
 
+def build_shf(ins, ch):
+    """Funnel shift of the 64-bit pair b:a, keeping the high (.l) or low (.r) 32 bits."""
+    a, b, n = (ch.src(o, np.uint32) for o in ins.operands[1:4])
+    put = ch.dst(ins.operands[0], np.uint32)
+    left = "l" in ins.mods
+    wrap = "wrap" in ins.mods
+
+    def run(idx):
+        pair = (np.asarray(b(idx)).astype(np.uint64) << np.uint64(32)) | np.asarray(a(idx)).astype(np.uint64)
+        amount = np.asarray(n(idx)).astype(np.uint64)
+        amount = amount & np.uint64(31) if wrap else np.minimum(amount, np.uint64(32))
+        value = (pair << amount) >> np.uint64(32) if left else pair >> amount
+        put(idx, (value & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+
+    return run
+
+
 COMPARE = {
     "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
     "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater,
@@ -609,7 +626,7 @@ OPS = {
     "and": _logic(np.bitwise_and, np.logical_and), "or": _logic(np.bitwise_or, np.logical_or),
     "xor": _logic(np.bitwise_xor, np.logical_xor),
     "shl": build_shl, "shr": build_shr, "popc": build_popc, "clz": build_clz, "brev": build_brev,
-    "bfe": build_bfe, "bfi": build_bfi, "prmt": build_prmt,
+    "bfe": build_bfe, "shf": build_shf, "bfi": build_bfi, "prmt": build_prmt,
     "setp": build_setp, "set": build_set, "selp": build_selp, "mov": build_mov, "cvt": build_cvt,
     "cvta": build_cvta, "testp": build_testp, "copysign": build_copysign,
     "rcp": build_math(lambda a: (1 / a).astype(a.dtype)),

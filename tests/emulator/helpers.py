@@ -30,7 +30,9 @@ def _arg(a):
 
 def out(name: str, n: int, dtype=np.float32) -> Buffer:
     """An output buffer poisoned with NaN (or all ones bits for integers)."""
-    data = np.full(n, np.nan, dtype) if np.dtype(dtype).kind == "f" else np.full(n, -1, dtype)
+    dtype = np.dtype(dtype)
+    poison = np.nan if dtype.kind == "f" else np.iinfo(dtype).max if dtype.kind == "u" else -1
+    data = np.full(n, poison, dtype)
     return Buffer(name, data, True)
 
 
