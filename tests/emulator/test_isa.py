@@ -153,7 +153,8 @@ def test_conversions_round_as_asked():
 
 INTEGER = r"""
 extern "C" __global__ void integer(const int* a, const int* b, int* q, int* r, int* hi,
-                                   unsigned long long* uhi, int* pop, int* lz, unsigned* rev, int* field, unsigned* shifted) {
+                                   unsigned long long* uhi, int* pop, int* lz, unsigned* rev, int* field,
+                                   unsigned* shifted) {
     int t = threadIdx.x;
     int x = a[t], y = b[t];
     q[t] = x / y;
