@@ -19,6 +19,7 @@ reported between ...``) and its detail lines follow, each prefixed with ``======
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import re
@@ -33,6 +34,8 @@ from pathlib import Path
 
 from autograder.backends.base import BackendError, Buffer, Dim3, Finding, Launch
 from autograder.cases import case_seed, prepare
+from autograder.checks import ItemResult
+from autograder.pipeline import Course, Grade, read_source
 from autograder.spec import Spec
 
 TOOLS = ("memcheck", "racecheck", "initcheck")
@@ -352,6 +355,37 @@ def _run_with_limit(command: list[str], time_limit_s: float) -> str | None:
         tail = err.decode(errors="replace").strip().splitlines()[-3:]
         return f"the sanitizer's run ended with status {child.returncode}: {' | '.join(tail)}"
     return None
+
+
+def cross_check(grade: Grade, course: Course, submission: Path) -> None:
+    """``--sanitize``: every graded assignment's safety cases under compute-sanitizer.
+
+    The findings join the ``bounds`` and ``barriers`` items' output and evidence, unscored:
+    the emulator is the grader's oracle, this is a second opinion from the hardware.
+    """
+    names = sorted({result.item.assignment for result in grade.items})
+    runs = {}
+    for name in names:
+        source, problem = read_source(submission / f"{name}.cu")
+        if problem is None:
+            runs[name] = sanitize_group(course.specs[name], source, "safety", grade.seed,
+                                        course.rubric.limits.case_s)
+    grade.items[:] = [_with_sanitizer(result, runs.get(result.item.assignment)) for result in grade.items]
+
+
+def _with_sanitizer(result: ItemResult, runs: list[SanitizerRun] | None) -> ItemResult:
+    check = result.item.check
+    if runs is None or check not in ("bounds", "barriers"):
+        return result
+    findings = [f for run in runs for f in run.findings if f.check == check]
+    lines = [f"compute-sanitizer cross-check (not scored): {len(findings)} {check} finding(s)"]
+    lines += [f"  {f.message}" + (f" (and {f.others} other threads)" if f.others else "") for f in findings]
+    lines += [f"  {run.tool}: {run.note}" for run in runs if run.note]
+    evidence = {**result.evidence, "sanitizer": [
+        {"tool": run.tool, "errors": run.errors, "note": run.note,
+         "findings": [f.__dict__ for f in run.findings if f.check == check]} for run in runs
+    ]}
+    return dataclasses.replace(result, output=result.output + "\n" + "\n".join(lines), evidence=evidence)
 
 
 def run_launches(batch: Path) -> None:

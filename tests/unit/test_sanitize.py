@@ -1,11 +1,15 @@
 """The compute-sanitizer report parser, on outputs written from its documented text format."""
 
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 
 from autograder import sanitize
 from autograder.backends.base import FINDING_CHECKS, Buffer, Launch, Program, Scalar
+from autograder.checks import ItemResult
+from autograder.pipeline import Grade
+from autograder.rubric import Item
 
 MEMCHECK = """\
 ========= COMPUTE-SANITIZER
@@ -206,3 +210,22 @@ def test_without_compute_sanitizer_every_tool_says_so(monkeypatch):
     runs = sanitize.sanitize_launches([_launch(10)])
     assert [r.tool for r in runs] == list(sanitize.TOOLS)
     assert all(r.note == "not run: compute-sanitizer was not found" for r in runs)
+
+
+def test_cross_check_adds_findings_to_bounds_and_barriers_items_unscored(tmp_path, monkeypatch):
+    (tmp_path / "vector_add.cu").write_text("// submitted")
+    runs = [sanitize.SanitizerRun("memcheck", tuple(sanitize.parse(MEMCHECK, "memcheck")), 3),
+            sanitize.SanitizerRun("racecheck", note="stopped after 300 s")]
+    monkeypatch.setattr(sanitize, "sanitize_group", lambda spec, source, group, secret, case_s: runs)
+    items = [ItemResult(Item("vector_add", check, "safety", 3.0, check), 3.0, "ok") for check in
+             ("bounds", "correctness")]
+    grade = Grade(items=items, backend="gpu", seed=5)
+    limits = SimpleNamespace(case_s=20)
+    course = SimpleNamespace(specs={"vector_add": None}, rubric=SimpleNamespace(limits=limits))
+    sanitize.cross_check(grade, course, tmp_path)
+    bounds, correctness = grade.items
+    assert bounds.score == 3.0 and correctness == items[1]
+    assert "compute-sanitizer cross-check (not scored): 2 bounds finding(s)" in bounds.output
+    assert "vector_add.cu:5: thread (232,0,0) of block (3,0,0)" in bounds.output
+    assert "racecheck: stopped after 300 s" in bounds.output
+    assert bounds.evidence["sanitizer"][0]["errors"] == 3
