@@ -167,10 +167,10 @@ def _findings_check(item: Item, runs: Runs) -> ItemResult:
     outcomes = runs.outcomes("safety", item.cases)
     if runs.backend_name("grading") != runs.backend_name("safety"):
         outcomes = outcomes + runs.outcomes("grading", item.cases)
-    gate = _gate(item, outcomes)
+    findings = [f for o in outcomes for f in o.findings if f.check == item.check]
+    gate = _gate(item, outcomes, findings)
     if gate:
         return gate
-    findings = [f for o in outcomes for f in o.findings if f.check == item.check]
     if not findings:
         return _result(item, item.points, [f"no {item.check} finding on {_cases(outcomes)}"], outcomes)
     return _result(item, 0.0, [f"{len(findings)} {item.check} finding(s):", *_messages(findings)], outcomes)
@@ -232,7 +232,8 @@ CHECKS: dict[str, Callable[[Item, Runs], ItemResult]] = {
 }
 
 
-def _gate(item: Item, outcomes: list[CaseOutcome]) -> ItemResult | None:
+def _gate(item: Item, outcomes: list[CaseOutcome], findings: list[Finding] = ()) -> ItemResult | None:
+    """0 points unless every case is correct; the findings of this check are shown all the same."""
     wrong = [o for o in outcomes if not o.correct]
     if not wrong:
         return None
@@ -241,6 +242,8 @@ def _gate(item: Item, outcomes: list[CaseOutcome]) -> ItemResult | None:
         f"this check runs ({len(wrong)} of {len(outcomes)} wrong)",
         *(describe(o) for o in wrong),
     ]
+    if findings:
+        lines += [f"{len(findings)} {item.check} finding(s) as well:", *_messages(findings)]
     return _result(item, 0.0, lines, outcomes)
 
 

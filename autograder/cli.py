@@ -18,6 +18,8 @@ from autograder.cases import case_seed, prepare
 from autograder.checks import ItemResult
 from autograder.report import write_report
 from autograder.results import build_results, fallback_results, write_results
+from autograder.rubric import RubricError
+from autograder.spec import SpecError
 
 
 def default_course_root() -> Path:
@@ -87,6 +89,14 @@ def grade(submission, course_root, backend, rubric_path, results_path, report_pa
     click.echo(f"{total:g} / {sum(r.item.points for r in graded.items):g} points -> {results_path}")
 
 
+def load_course(root: Path | None) -> pipeline.Course:
+    """The course, or a clean error naming the bad file and line."""
+    try:
+        return pipeline.load(root or default_course_root())
+    except (RubricError, SpecError) as e:
+        raise click.ClickException(str(e)) from e
+
+
 @contextlib.contextmanager
 def open_backends(name: str, compile_s: float):
     """The grading backend and the emulator for safety checks (the same one when it is the emulator)."""
@@ -116,7 +126,7 @@ def progress_printer():
 @click.option("--assignment", "assignments", multiple=True, help="Check only this assignment (repeatable).")
 def selfcheck(course_root, backend, assignments):
     """Grade reference/ (must score 100 %) and starter/ (must score 0) for every assignment."""
-    course = pipeline.load(course_root or default_course_root())
+    course = load_course(course_root)
     names = list(assignments) or list(course.rubric.assignments)
     failures = 0
     with open_backends(backend or course.rubric.backend, course.rubric.limits.compile_s) as backends:
@@ -159,7 +169,7 @@ def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: li
               envvar="AUTOGRADER_COURSE", help="Course root (default as for `grade`).")
 def profile(submission, assignment, case_text, as_json, course_root):
     """Run one case of SUBMISSION on the emulator; print counters by source line and findings."""
-    course = pipeline.load(course_root or default_course_root())
+    course = load_course(course_root)
     if assignment not in course.specs:
         raise click.BadParameter(f"no assignment {assignment!r}", param_hint="--assignment")
     spec = course.specs[assignment]

@@ -97,6 +97,12 @@ def test_bounds_on_gpu_adds_the_gpu_canary_findings_to_the_emulators():
     assert bounds(item("bounds"), runs).score == 0
 
 
+def test_a_gated_item_still_shows_its_findings():
+    result = bounds(item("bounds"), FakeRuns(safety=[outcome(False, findings=[OOB])]))
+    assert result.score == 0 and "not awarded" in result.output
+    assert "wrote c[10] past its end" in result.output
+
+
 def test_barrier_findings_do_not_cost_bounds_points():
     race = Finding("shared_race", "a race", line=4)
     assert bounds(item("bounds"), FakeRuns(safety=[outcome(findings=[race])])).score == 2.0

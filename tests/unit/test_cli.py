@@ -67,6 +67,14 @@ def test_selfcheck_fails_when_the_reference_is_wrong_or_the_starter_scores(cours
     assert "FAIL vec                  starter   7 / 8" in outcome.output
 
 
+def test_selfcheck_names_a_bad_rubric_line_without_a_traceback(course_root):
+    rubric = course_root / "rubric.yaml"
+    rubric.write_text(rubric.read_text().replace("points: 3", "points: x"))
+    outcome = run("selfcheck", "--course", course_root)
+    assert outcome.exit_code == 1 and "rubric.yaml:17: points must be a number, not 'x'" in outcome.output
+    assert "Traceback" not in outcome.output
+
+
 def test_parse_case():
     assert cli.parse_case("T=32,n=70") == {"T": 32, "n": 70}
     assert cli.parse_case(None) is None
