@@ -45,7 +45,7 @@ TOLERANCE_FACTOR = 2.0  # two float32 kernels, each within the spec's tolerance 
 WHO = ("student", "reference")
 
 COMPARE_SOURCE = r"""
-extern "C" __global__ void count_mismatches(const T* got, const T* want, unsigned long long n,
+extern "C" __global__ void count_mismatches(const VALUE* got, const VALUE* want, unsigned long long n,
                                             double atol, double rtol, unsigned int* bad)
 {
     unsigned int mine = 0;
@@ -276,7 +276,7 @@ def _buffers(launch: Launch) -> list[Buffer]:
 def _compare_program(dtype: str) -> Program:
     if dtype not in C_TYPES:
         raise NotImplementedError(f"timing cannot check outputs of dtype {dtype}")
-    return Program(COMPARE_SOURCE, "count_mismatches.cu", "count_mismatches", (("T", C_TYPES[dtype]),))
+    return Program(COMPARE_SOURCE, "count_mismatches.cu", "count_mismatches", (("VALUE", C_TYPES[dtype]),))
 
 
 class ReferenceUnstableError(RuntimeError):
