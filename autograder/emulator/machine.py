@@ -87,8 +87,11 @@ class Machine:
 
         self.launch = launch
         self.filename = launch.program.filename
-        self.kernel: Kernel = parse_kernel(ptx, lowered_name, self.filename)
-        self.program: list[Instr] = decode(self.kernel)
+        try:
+            self.kernel: Kernel = parse_kernel(ptx, lowered_name, self.filename)
+            self.program: list[Instr] = decode(self.kernel)
+        except (ValueError, KeyError, IndexError) as error:
+            raise Unsupported(f"the emulator cannot read this kernel's PTX: {error}") from error
         self.kinds = [instruction_kind(ins) for ins in self.program]
         self.flops = [lane_flops(ins) for ins in self.program]
         self._build = build_executor

@@ -134,26 +134,28 @@ def _tokenize(ptx: str) -> tuple[list[tuple[str, str, int | None]], dict[int, st
             parts = s.split(None, 2)
             files[int(parts[1])] = parts[2].split('"')[1] if '"' in parts[2] else parts[2]
             continue
-        if s in ("{", "}"):
-            if s == "{" and buf.strip():
+        while s:
+            if not buf.strip() and s[0] in "{}":  # a scope (call sequence, inline asm, body)
+                tokens.append((s[0], s[0], loc))
+                s = s[1:].strip()
+                continue
+            if s == "{":  # the header of a function ends
                 tokens.append(("header", buf.strip(), loc))
                 buf = ""
-            tokens.append((s, s, loc))
-            continue
-        if s.startswith("{") and not buf:  # "{ // callseq" already stripped of its comment
-            tokens.append(("{", "{", loc))
-            s = s[1:].strip()
-            if not s:
                 continue
-        label = _LABEL.match(s)
-        if label and not buf:
-            tokens.append(("label", label.group(1), loc))
-            continue
-        buf += " " + s
-        while ";" in buf:
-            stmt, buf = buf.split(";", 1)
-            if stmt.strip():
-                tokens.append(("stmt", stmt.strip(), loc))
+            label = _LABEL.match(s)
+            if label and not buf.strip():
+                tokens.append(("label", label.group(1), loc))
+                break
+            end = s.find(";")
+            if end < 0:
+                buf += " " + s
+                break
+            stmt = (buf + " " + s[:end]).strip()
+            if stmt:
+                tokens.append(("stmt", stmt, loc))
+            buf = ""
+            s = s[end + 1 :].strip()
     return tokens, files
 
 
