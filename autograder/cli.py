@@ -19,6 +19,7 @@ from autograder.checks import ItemResult
 from autograder.report import write_report
 from autograder.results import build_results, fallback_results, write_results
 from autograder.rubric import RubricError
+from autograder.sanitize import cross_check
 from autograder.spec import SpecError
 
 
@@ -62,7 +63,10 @@ def main():
 @click.option("--seed", type=int, default=None, help="Secret seed of the inputs (default: fresh each run).")
 @click.option("--assignment", "assignments", multiple=True,
               help="Grade this assignment (repeatable; default: those whose .cu is in SUBMISSION).")
-def grade(submission, course_root, backend, rubric_path, results_path, report_path, seed, assignments):
+@click.option("--sanitize", is_flag=True,
+              help="GPU only: also run the safety cases under compute-sanitizer (a cross-check, unscored).")
+def grade(submission, course_root, backend, rubric_path, results_path, report_path, seed, assignments,
+          sanitize):
     """Grade SUBMISSION (a directory of <assignment>.cu files) into results.json.
 
     A results.json is written whatever happens; if the grader itself fails, every item
@@ -77,6 +81,8 @@ def grade(submission, course_root, backend, rubric_path, results_path, report_pa
             graded = pipeline.grade_submission(
                 submission, course, backends, seed, list(assignments) or None, progress_printer()
             )
+        if sanitize:
+            cross_check(graded, course, submission)
         write_results(results_path, build_results(graded, rubric))
         if report_path:
             write_report(report_path, graded, submission)

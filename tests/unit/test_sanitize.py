@@ -229,3 +229,9 @@ def test_cross_check_adds_findings_to_bounds_and_barriers_items_unscored(tmp_pat
     assert "vector_add.cu:5: thread (232,0,0) of block (3,0,0)" in bounds.output
     assert "racecheck: stopped after 300 s" in bounds.output
     assert bounds.evidence["sanitizer"][0]["errors"] == 3
+
+
+def test_cross_check_on_the_emulator_only_leaves_a_note():
+    grade = Grade(items=[], backend="emulator", seed=5)
+    sanitize.cross_check(grade, None, None)
+    assert grade.notes == ["--sanitize was not run: compute-sanitizer needs the gpu backend"]
