@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gradescope_utils.autograder_utils.files import check_submitted_files
 
-from autograder.backends.base import Backend, BackendError, CompileError
+from autograder.backends.base import Backend, BackendError, CompileError, Unsupported
 from autograder.backends.gpu_timing import timing_request
 from autograder.cases import case_seed, prepare, program
 from autograder.checks import CHECKS, CaseOutcome, ItemResult, compare
@@ -114,6 +114,8 @@ class CaseRunner:
             prepared = prepare(self.spec, source, case, seed, self.case_s)
             result = backend.launch(prepared.launch)
             evidence = compare(self.spec, case, prepared, result)
+        except Unsupported as e:  # the emulator's limit, not the student's fault: a person should look
+            return _fault(outcome, str(e))
         except BackendError as e:
             return _replace(outcome, error=str(e))
         except Exception as e:  # a grader bug: fail this case, grade the rest

@@ -3,6 +3,7 @@ import json
 import pytest
 
 from autograder import pipeline
+from autograder.backends.base import Unsupported
 from autograder.report import write_report
 from autograder.results import build_results, fallback_results
 
@@ -132,6 +133,17 @@ def test_a_grader_bug_in_one_case_is_flagged_and_the_rest_graded(course, submit,
     assert ragged.regrade and "grader error: ZeroDivisionError: emulator bug" in ragged.output
     assert ragged.score == 1.0  # the other ragged case still counts
     assert next(r for r in graded.items if r.item.check == "bounds").passed
+
+
+def test_unsupported_ptx_fails_the_case_and_flags_the_item(course):
+    class Limited(FakeBackend):
+        def launch(self, launch):
+            raise Unsupported("wmma.load.a.sync is not supported by the emulator (vec.cu:3)")
+
+    limited = Limited()
+    graded = grade(course, pipeline.Backends(limited, limited), course.root / "reference")
+    first = graded.items[0]
+    assert first.score == 0 and first.regrade and "wmma.load.a.sync is not supported" in first.output
 
 
 def test_results_json_shape(course, backends):
