@@ -112,7 +112,8 @@ def record(what: str, case: str, ms: float | None, err: float, work: float, unit
            "roof": roof, "fraction": rate / roof if roof else None}
     ROWS.append(row)
     frac = f"{100 * row['fraction']:.1f} %" if row["fraction"] else ""
-    print(f"{what:40s} {case:24s} {ms or float('nan'):9.3f} ms  {rate / 1e12:8.2f} {unit}  err {err:.1e}  {frac}",
+    shown = ms or float("nan")
+    print(f"{what:40s} {case:24s} {shown:9.3f} ms  {rate / 1e12:8.2f} {unit}  err {err:.1e}  {frac}",
           flush=True)
 
 
@@ -141,7 +142,8 @@ def sgemm_roof(M: int, N: int, K: int, transposed: bool) -> float:
     B = rand(K, N)
     fn = (lambda: A.t() @ B) if transposed else (lambda: A @ B)
     ms = median_ms(fn)
-    record(f"cuBLAS SGEMM {'AtB' if transposed else 'AB'}", f"{M}x{N}x{K}", ms, 0.0, 2 * M * N * K, "TFLOP/s", None)
+    label = f"cuBLAS SGEMM {'AtB' if transposed else 'AB'}"
+    record(label, f"{M}x{N}x{K}", ms, 0.0, 2 * M * N * K, "TFLOP/s", None)
     return 2 * M * N * K / (ms * 1e-3)
 
 
@@ -188,7 +190,8 @@ def transpose(rows: int, cols: int, T: int, R: int, roof: float):
     launch = lambda: f((cdiv(cols, T), cdiv(rows, T)), (T, R), args)  # noqa: E731
     launch()
     err = float((y != x.t()).sum())  # exact copy expected: count of wrong entries
-    record(f"transpose TILE={T} ROWS={R}", f"{rows}x{cols}", median_ms(launch), err, 8 * rows * cols, "TB/s", roof)
+    label = f"transpose TILE={T} ROWS={R}"
+    record(label, f"{rows}x{cols}", median_ms(launch), err, 8 * rows * cols, "TB/s", roof)
 
 
 @guarded
@@ -237,7 +240,8 @@ def matmul_block_tile(M, N, K, L, V, S, roof):
 
 
 @guarded
-def gemm(name: str, M: int, N: int, K: int, roof: float, block, grid, dtype=torch.float32, reps=10, **defines):
+def gemm(name: str, M: int, N: int, K: int, roof: float, block, grid, dtype=torch.float32, reps=10,
+         **defines):
     f = kernel(name, **defines)
     A, B = rand(M, K, dtype=dtype), rand(K, N, dtype=dtype)
     want = A.double() @ B.double()
@@ -335,7 +339,8 @@ def main() -> None:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": ROWS}, indent=1))
+    summary = {"device": torch.cuda.get_device_name(), "rows": ROWS}
+    (out / "bench.json").write_text(json.dumps(summary, indent=1))
     print("\n=== timed rows (fraction of roof) ===")
     for row in ROWS:
         if row["roof"]:
