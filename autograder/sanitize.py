@@ -39,6 +39,7 @@ from autograder.pipeline import Course, Grade, read_source
 from autograder.spec import Spec
 
 TOOLS = ("memcheck", "racecheck", "initcheck")
+LOG_LIMIT = 20_000
 TOOL_OPTIONS = {
     "memcheck": ("--print-limit", "1000"),
     "racecheck": ("--racecheck-report", "hazard", "--print-limit", "1000"),
@@ -293,6 +294,7 @@ class SanitizerRun:
     findings: tuple[Finding, ...] = ()
     errors: int | None = None  # the tool's own count (its summary line)
     note: str | None = None  # not run, or not finished: why
+    log: str = field(default="", repr=False)  # the tool's report, its first LOG_LIMIT characters
 
 
 def sanitizer_path() -> str | None:
@@ -338,7 +340,7 @@ def _run_tool(tool_path: str, tool: str, batch: Path, allocations: Mapping[int, 
     note = _run_with_limit(command, time_limit_s)
     text = log.read_text(errors="replace") if log.exists() else ""
     findings = tuple(parse(text, tool, allocations))
-    return SanitizerRun(tool, findings, error_count(text), note)
+    return SanitizerRun(tool, findings, error_count(text), note, text[:LOG_LIMIT])
 
 
 def _run_with_limit(command: list[str], time_limit_s: float) -> str | None:

@@ -110,37 +110,44 @@ def copy_bandwidth(backend: GpuBackend, nbytes: int = GIB, repeats: int = 20) ->
     return 2 * nbytes / (statistics.median(times[3:]) * 1e-3)
 
 
-def roofs(backend: GpuBackend, bandwidth: float) -> list[dict]:
+def roofs(bandwidth: float) -> list[dict]:
     """(a) each reference on its first perf case, by the grading protocol, against its floor."""
-    rows = []
-    for name, spec in load_course(ROOT).items():
-        source = ROOT / "reference" / f"{name}.cu"
-        if "perf" not in spec.cases or not source.exists():
-            continue
-        case = spec.cases["perf"][0]
-        try:
-            sources = dict.fromkeys(("student", "reference"), source.read_text())
-            request = timing_request(spec, sources, case, "perf", 0, secret=2026, case_s=60, input_sets=2)
-            timing = time_case(backend, dataclasses.replace(request, budget_s=3.0, min_repeats=10))
-        except Exception as e:  # one assignment's failure must not end the bench
-            rows.append({"assignment": name, "case": dict(case), "error": f"{type(e).__name__}: {e}"})
-            continue
-        floor_ms = 1e3 * request.minimum_bytes / bandwidth
-        rows.append({"assignment": name, "case": dict(case), "reference_ms": timing.reference_ms,
-                     "self_ratio": timing.ratio, "spread": timing.reference_spread,
-                     "repeats": timing.repeats, "bytes": request.minimum_bytes, "floor_ms": floor_ms,
-                     "fraction_of_copy_roof": floor_ms / timing.reference_ms, "wrong": timing.wrong})
-        print(f"(a) {name:22s} {timing.reference_ms:9.4f} ms  floor {floor_ms:8.4f} ms  "
-              f"{100 * floor_ms / timing.reference_ms:5.1f} % of copy roof  self-ratio {timing.ratio:.4f}",
-              flush=True)
-    return rows
+    backend = GpuBackend()
+    try:
+        return [_roof(backend, name, spec, bandwidth) for name, spec in load_course(ROOT).items()
+                if "perf" in spec.cases and (ROOT / "reference" / f"{name}.cu").exists()
+                and time.monotonic() < DEADLINE[0]]
+    finally:
+        backend.close()
+
+
+def _roof(backend: GpuBackend, name: str, spec, bandwidth: float) -> dict:
+    case = spec.cases["perf"][0]
+    source = (ROOT / "reference" / f"{name}.cu").read_text()
+    try:
+        sources = dict.fromkeys(("student", "reference"), source)
+        request = timing_request(spec, sources, case, "perf", 0, secret=2026, case_s=60, input_sets=2)
+        timing = time_case(backend, dataclasses.replace(request, budget_s=3.0, min_repeats=10))
+    except Exception as e:  # one assignment's failure must not end the bench
+        return {"assignment": name, "case": dict(case), "error": f"{type(e).__name__}: {e}"}
+    floor_ms = 1e3 * request.minimum_bytes / bandwidth
+    print(f"(a) {name:22s} {timing.reference_ms:9.4f} ms  floor {floor_ms:8.4f} ms  "
+          f"{100 * floor_ms / timing.reference_ms:5.1f} % of copy roof  self-ratio {timing.ratio:.4f}",
+          flush=True)
+    return {"assignment": name, "case": dict(case), "reference_ms": timing.reference_ms,
+            "self_ratio": timing.ratio, "spread": timing.reference_spread, "repeats": timing.repeats,
+            "bytes": request.minimum_bytes, "floor_ms": floor_ms,
+            "fraction_of_copy_roof": floor_ms / timing.reference_ms, "wrong": timing.wrong}
 
 
 BACKEND = ["gpu"]  # --backend: "emulator" dry-runs parts b and c on a machine without a GPU
+DEADLINE = [float("inf")]  # time.monotonic() after which no new grading starts (--budget)
 
 
 def grade(submission: Path, out: Path, label: str, seed: int, assignment: str | None = None) -> dict:
     """One ``autograder grade --backend gpu`` in a fresh process: wall time, items, ratios."""
+    if time.monotonic() > DEADLINE[0]:
+        return {"label": label, "wall_s": 0.0, "error": "skipped: the bench's time budget ran out"}
     report = out / f"report-{label}"
     command = [sys.executable, "-m", "autograder", "grade", str(submission), "--backend", BACKEND[0],
                "--seed", str(seed), "--results", str(out / f"results-{label}.json"), "--report", str(report)]
@@ -183,6 +190,25 @@ def planted(out: Path, repeats: int) -> dict:
             results[label] = [grade(directory, out, f"{label}-{k}", seed=100 + k, assignment=assignment)
                               for k in range(runs)]
     return results
+
+
+def sanitizer(out: Path) -> list[dict]:
+    """(s) compute-sanitizer on planted bugs (tests/gpu/kernels), raw reports kept in ``out``."""
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    from gpu_kernels import vector_add
+
+    from autograder import sanitize
+
+    rows = []
+    for stem in ("vector_add_unguarded", "vector_add"):
+        launch = vector_add(stem, 1000, np.random.default_rng(3))
+        for run in sanitize.sanitize_launches([launch], tools=("memcheck", "initcheck"), time_limit_s=120):
+            (out / f"sanitizer-{stem}-{run.tool}.log").write_text(run.log)
+            rows.append({"kernel": stem, "tool": run.tool, "errors": run.errors, "note": run.note,
+                         "findings": [f.message for f in run.findings]})
+            print(f"(s) {stem} {run.tool}: {run.errors} errors, {len(run.findings)} findings "
+                  f"{run.note or ''}", flush=True)
+    return rows
 
 
 def course(out: Path) -> dict:
@@ -243,40 +269,45 @@ def _stability_lines(record: dict) -> list[str]:
                 f"spread {100 * s.get('spread', np.nan):.2f} %"]
 
 
-def device_figures(with_roofs: bool) -> dict:
-    """The device, its clocks and copy bandwidth, and (a) when asked."""
+def device_figures() -> dict:
+    """The device, its clocks and its copy bandwidth."""
     backend = GpuBackend()
     try:
         figures = {"device": backend.device_name, "clocks_before": clocks(backend),
                    "copy_tb_s": copy_bandwidth(backend) / 1e12}
-        print(f"device copy {figures['copy_tb_s']:.3f} TB/s", flush=True)
-        if with_roofs:
-            figures["roofs"] = roofs(backend, figures["copy_tb_s"] * 1e12)
-        return figures
     finally:
         backend.close()
+    print(f"device copy {figures['copy_tb_s']:.3f} TB/s", flush=True)
+    return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("perf-bench-out"))
-    parser.add_argument("--parts", default="abc", help="a: roofs, b: wall times, c: planted + stability")
+    parser.add_argument("--parts", default="csab", help="c: planted + stability, s: sanitizer, "
+                        "a: roofs, b: wall times (run in this order)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--budget", type=float, default=float("inf"), help="seconds; then no new grading")
     parser.add_argument("--backend", default="gpu", help="emulator: dry run of parts b and c, no GPU")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     BACKEND[0] = args.backend
+    DEADLINE[0] = time.monotonic() + args.budget
     record: dict = {"environment": environment()}
     if args.backend == "gpu":
-        record.update(device_figures("a" in args.parts))
-    for part, key, run in (("c", "planted", lambda: planted(args.out, args.repeats)),
-                           ("b", "course", lambda: course(args.out))):
-        if part in args.parts:
-            try:
-                record[key] = run()
-            except Exception:
-                record[key + "_error"] = traceback.format_exc()
-                print(record[key + "_error"], flush=True)
+        record.update(device_figures())
+    parts = {"c": ("planted", lambda: planted(args.out, args.repeats)),
+             "s": ("sanitizer", lambda: sanitizer(args.out)),
+             "a": ("roofs", lambda: roofs(record["copy_tb_s"] * 1e12)),
+             "b": ("course", lambda: course(args.out))}
+    for letter in args.parts:
+        key, run = parts[letter]
+        try:
+            record[key] = run()
+        except Exception:
+            record[key + "_error"] = traceback.format_exc()
+            print(record[key + "_error"], flush=True)
+        (args.out / "perf-bench.json").write_text(json.dumps(record, indent=2, default=str))
     if "planted" in record:
         record["stability"] = stability(record["planted"].get(STABILITY, []))
     record["performance_ceilings_used"] = dataclasses.asdict(performance.H200)
