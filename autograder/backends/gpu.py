@@ -11,12 +11,16 @@ Each buffer is copied into one allocation that starts and ends with ``CANARY_BYT
 
 What this backend cannot see (the emulator can): reads out of bounds, writes that land
 farther than ``CANARY_BYTES`` from an array, which thread or source line wrote, barrier and
-race bugs. A crash (illegal or misaligned address, trap) spoils the CUDA context: the
-launch raises :class:`LaunchFailure` and the next call first replaces the context. A kernel
-that never returns cannot be stopped from inside the process: past ``time_limit_s`` the
-launch raises :class:`LaunchTimeout`, but the kernel keeps the GPU busy until the process
-ends, so the backend refuses all further work; that is why the grader runs it in
-``worker.py``'s killable subprocess.
+race bugs.
+
+A crash (illegal or misaligned address, trap) raises :class:`LaunchFailure` and spoils CUDA
+for the whole process: on an H200 (driver 580) even a new context fails with the same
+error. A kernel that never returns cannot be stopped from inside the process: past
+``time_limit_s`` the launch raises :class:`LaunchTimeout`, and the kernel keeps the GPU
+until the process ends. After either, every call raises :class:`LaunchFailure`: the
+grader runs this backend in ``worker.py``'s subprocess, which it replaces after such a
+failure. A launch the driver refuses (too many threads, too much shared memory) leaves the
+context intact.
 
 PyCUDA is imported lazily, so importing this module needs no GPU.
 """
@@ -53,7 +57,7 @@ CANARY_BYTE = 0xCB  # float32 -2.67e7, int32 -875836469: nothing a kernel writes
 DEFAULT_SHARED_LIMIT = 48 * 1024  # more dynamic shared memory needs an opt-in attribute
 PRINTF_LIMIT = 64 * 1024  # characters of device printf output kept per launch
 
-_STRANDED: list = []  # a hung launch's context and memory: freeing them could wait forever
+_STRANDED: list = []  # a spoiled context's objects: freeing them fails or waits on a hung kernel
 
 _PROBE = "import pycuda.driver as d; d.init(); c = d.Device(0).make_context(); c.pop(); c.detach()"
 
@@ -93,8 +97,7 @@ class GpuBackend(Backend):
         self.arch = f"sm_{major}{minor}"
         self.device_name = self._device.name()
         self._context = None
-        self._failure: str | None = None  # why the current context is spoiled
-        self._hung = False  # a launch timed out and its kernel may still run
+        self._failure: str | None = None  # why CUDA is unusable in this process
         self._functions: dict[Program, tuple] = {}  # Program -> (module, function)
         self._open_context()
 
@@ -130,12 +133,11 @@ class GpuBackend(Backend):
         return time_case(self, request)
 
     def close(self) -> None:
-        if self._hung:
+        if self._failure is not None:
             _STRANDED.extend([self._context, dict(self._functions)])
         elif self._context is not None:
-            with contextlib.suppress(*self._errors_after_failure()):
-                self._functions.clear()
-                self._context.detach()
+            self._functions.clear()
+            self._context.detach()
         self._functions.clear()
         self._context = None
 
@@ -159,15 +161,12 @@ class GpuBackend(Backend):
         return (self._cuda.Error,) if self._failure is not None else ()
 
     def _usable(self) -> None:
-        """Replace a context that an earlier launch spoiled (and the modules loaded in it)."""
-        if self._hung:
-            raise LaunchFailure(
-                "an earlier kernel never finished and still occupies the GPU; "
-                "only ending this process stops it"
-            )
+        """Refuse work once CUDA is spoiled for this process; only a new process recovers."""
         if self._failure is not None:
-            self.close()
-            self._open_context()
+            raise LaunchFailure(
+                f"the GPU cannot be used again in this process ({self._failure}); "
+                "the grader must start a fresh worker"
+            )
 
     def _function(self, program: Program):
         self._usable()
@@ -199,7 +198,7 @@ class GpuBackend(Backend):
         pause = 1e-5
         while not end.query():
             if time.monotonic() > deadline:
-                self._failure, self._hung = "a launch did not finish", True
+                self._failure = "an earlier kernel never finished and still occupies the GPU"
                 raise LaunchTimeout(
                     f"{launch.program.filename}: the kernel did not finish within "
                     f"{launch.time_limit_s:g} s (an endless loop, or a wait on other threads?)"
@@ -214,21 +213,29 @@ class GpuBackend(Backend):
         return allocation
 
     def _free(self, allocations) -> None:
-        if self._hung:
+        if self._failure is not None:  # the memory goes with the process
             _STRANDED.extend(allocations)
             return
         for allocation in allocations:
-            with contextlib.suppress(*self._errors_after_failure()):  # spoiled: memory goes with it
-                allocation.free()
+            allocation.free()
 
     @contextlib.contextmanager
     def _cuda_failures(self, program: Program, error_class: type):
-        """Turn a CUDA error into ``error_class`` for the student, and mark the context spoiled."""
+        """Turn a CUDA error into ``error_class`` for the student; note whether CUDA survived it."""
         try:
             yield
         except self._cuda.Error as e:
-            self._failure = str(e)
+            if not self._context_survived():
+                self._failure = str(e)
             raise error_class(f"{program.filename}: {_describe(e)}") from e
+
+    def _context_survived(self) -> bool:
+        """False after a sticky error (a crashed kernel): every later CUDA call fails too."""
+        try:
+            self._cuda.Context.synchronize()
+        except self._cuda.Error:
+            return False
+        return True
 
 
 def _describe(error) -> str:

@@ -26,14 +26,14 @@ fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 
 section "tests/gpu + canary unit tests"
-"$PY" -m pytest -p no:cacheprovider -v tests/gpu tests/unit/test_gpu_canaries.py 2>&1 | tee "$OUT/pytest-gpu.log" | tail -30
+"$PY" -m pytest -p no:cacheprovider -v tests/gpu/test_gpu_backend.py tests/gpu/test_gpu_worker.py tests/unit/test_gpu_canaries.py 2>&1 | tee "$OUT/pytest-gpu.log" | tail -30
 
 section demo
-"$PY" bench/device/gpu_demo.py 2>&1 | tee "$OUT/demo.log" | grep -E '^\||Error|error' | head -60
+"$PY" bench/device/gpu_demo.py 2>&1 | tee "$OUT/demo.log" | grep -a -E '^\|' | head -60
 
 if [ "${1:-}" = selfcheck ]; then
     section selfcheck
-    timeout 300 "$PY" -m autograder selfcheck --backend gpu 2>&1 | tee "$OUT/selfcheck.log" | tail -40
+    timeout "${SELFCHECK_S:-170}" "$PY" -m autograder selfcheck --backend gpu 2>&1 | tee "$OUT/selfcheck.log" | tail -40
     echo "selfcheck exit ${PIPESTATUS[0]}"
 fi
 section done
