@@ -75,6 +75,8 @@ class WorkerBackend(Backend):
             answer = self._conn.recv()
         except (EOFError, OSError) as e:
             raise LaunchFailure(self._death_message(method)) from e
+        if _crashed(answer):
+            self._stop()  # a crash can spoil the backend for good (a lost CUDA context stays lost)
         return _unpack(answer)
 
     def _ensure_started(self) -> None:
@@ -135,6 +137,11 @@ def _serve(conn, factory: Callable[[], Backend]) -> None:
         except Exception as e:  # everything goes back to the grader
             conn.send(_pack_error(e))
     backend.close()
+
+
+def _crashed(answer: tuple) -> bool:
+    """The backend reported a crashed or hung launch: the next call needs a fresh worker."""
+    return answer[0] == "backend_error" and bool({"LaunchFailure", "LaunchTimeout"} & set(answer[1]))
 
 
 def _pack_error(e: Exception) -> tuple:

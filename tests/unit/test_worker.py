@@ -22,6 +22,7 @@ HANG = "import time\ndef k(ctx, x, n):\n    while True:\n        time.sleep(0.01
 EXIT = "import os\ndef k(ctx, x, n):\n    os._exit(3)\n"
 SEGFAULT = "import ctypes\ndef k(ctx, x, n):\n    ctypes.string_at(0)\n"
 BUG = "def k(ctx, x, n):\n    raise KeyError('emulator bug')\n"
+CRASH = "from autograder.backends.base import LaunchFailure as F\ndef k(ctx, x, n):\n    raise F('x')\n"
 
 
 def launch(source, limit_s=2.0):
@@ -57,6 +58,13 @@ def test_a_crashing_kernel_fails_its_launch_and_the_next_runs(worker, source, ho
     with pytest.raises(LaunchFailure, match=rf"crashed the grading worker \({how}\)"):
         worker.launch(launch(source))
     assert worker.launch(launch(ADD)).outputs["x"][0] == 2
+
+
+def test_a_launch_failure_reported_by_the_backend_restarts_the_worker(worker):
+    with pytest.raises(LaunchFailure, match="x"):
+        worker.launch(launch(CRASH))
+    assert worker.launch(launch(ADD)).outputs["x"][0] == 2
+    assert worker.starts == 2
 
 
 def test_compile_error_crosses_with_its_log(worker):
