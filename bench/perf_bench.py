@@ -26,6 +26,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import traceback
@@ -203,7 +204,7 @@ def sanitizer(out: Path) -> list[dict]:
     for stem in ("vector_add_unguarded", "vector_add"):
         launch = vector_add(stem, 1000, np.random.default_rng(3))
         for run in sanitize.sanitize_launches([launch], tools=("memcheck", "initcheck"), time_limit_s=120):
-            (out / f"sanitizer-{stem}-{run.tool}.log").write_text(run.log)
+            (out / f"sanitizer-{stem}-{run.tool}.log").write_text(run.log)  # raw, for the parser
             rows.append({"kernel": stem, "tool": run.tool, "errors": run.errors, "note": run.note,
                          "findings": [f.message for f in run.findings]})
             print(f"(s) {stem} {run.tool}: {run.errors} errors, {len(run.findings)} findings "
@@ -289,17 +290,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--budget", type=float, default=float("inf"), help="seconds; then no new grading")
     parser.add_argument("--backend", default="gpu", help="emulator: dry run of parts b and c, no GPU")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "perf-bench-work",
+                        help="grading reports (packed into OUT/reports.tar.gz at the end)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    args.work.mkdir(parents=True, exist_ok=True)
     BACKEND[0] = args.backend
     DEADLINE[0] = time.monotonic() + args.budget
     record: dict = {"environment": environment()}
     if args.backend == "gpu":
         record.update(device_figures())
-    parts = {"c": ("planted", lambda: planted(args.out, args.repeats)),
+    parts = {"c": ("planted", lambda: planted(args.work, args.repeats)),
              "s": ("sanitizer", lambda: sanitizer(args.out)),
              "a": ("roofs", lambda: roofs(record["copy_tb_s"] * 1e12)),
-             "b": ("course", lambda: course(args.out))}
+             "b": ("course", lambda: course(args.work))}
     for letter in args.parts:
         key, run = parts[letter]
         try:
@@ -312,6 +316,9 @@ def main() -> None:
         record["stability"] = stability(record["planted"].get(STABILITY, []))
     record["performance_ceilings_used"] = dataclasses.asdict(performance.H200)
     (args.out / "perf-bench.json").write_text(json.dumps(record, indent=2, default=str))
+    (args.out / "perf-bench.md").write_text(summary(record) + "\n")
+    with tarfile.open(args.out / "reports.tar.gz", "w:gz") as reports:
+        reports.add(args.work, arcname="reports")
     print(summary(record))
 
 
