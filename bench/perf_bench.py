@@ -61,11 +61,11 @@ __global__ void vector_add(const float* a, const float* b, float* c, int n) {
     else if (i < n) c[i] = a[i] + b[i];
 }
 """),
-    "remembering": ("vector_add", "right on its first call, then replays that answer", """
+    "lazy_when_big": ("vector_add", "right on small n; on big n right only on its first call", """
 __device__ unsigned int tickets;
 __global__ void vector_add(const float* a, const float* b, float* c, int n) {
     __shared__ unsigned int ticket;
-    if (threadIdx.x == 0) ticket = atomicAdd(&tickets, 1u);
+    if (threadIdx.x == 0) ticket = n < (1 << 25) ? 0u : atomicAdd(&tickets, 1u);
     __syncthreads();
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n && ticket < gridDim.x) c[i] = a[i] + b[i];
