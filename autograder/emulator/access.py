@@ -11,16 +11,10 @@ import numpy as np
 
 from autograder.backends.base import Finding, Unsupported
 from autograder.emulator.counters import sectors, warp_count
-from autograder.emulator.memory import (
-    GARBAGE,
-    LOCAL_REGION,
-    MANY,
-    NONE,
-    REGION_SHIFT,
-    SHARED_REGION,
-    region_of,
-)
+from autograder.emulator.findings import dim3, fmt3
+from autograder.emulator.memory import GARBAGE, LOCAL_REGION, REGION_SHIFT, SHARED_REGION, region_of
 from autograder.emulator.program import Addr, Instr, Reg, Sym, Vec
+from autograder.emulator.shadow import MANY
 
 SPACES = ("global", "shared", "local", "const", "param")
 
@@ -66,8 +60,7 @@ class Access:
         region = memory.region(k0)
         if region is not None:
             off = a - (k0 << REGION_SHIFT)
-            limit = region.nbytes - total
-            if limit >= 0 and not (off.view(np.uint64) > limit).any() and not (off & (total - 1)).any():
+            if _inside_aligned(off, region.nbytes - total, total):
                 return [(region.bytes, None, off)]
         k = region_of(a)
         off = a - (k << REGION_SHIFT)
@@ -95,13 +88,11 @@ class Access:
     def _shared(self, idx, a, total, write, elem):
         ch = self.ch
         layout = ch.shared.layout
-        slot = ch.lane_slot if idx is None else ch.lane_slot[idx]
         var = layout.var_at(int(a[0]))
-        if var is not None:
-            rel = a - var.start
-            if (var.size - total >= 0 and not (rel.view(np.uint64) > var.size - total).any()
-                    and not (a & (total - 1)).any()):
-                return [(ch.shared.bytes, None, slot * ch.shared.block_bytes + a)]
+        if var is not None and _inside_aligned(a, var.start + var.size - total, total, var.start):
+            base = ch.shared_base if idx is None else ch.shared_base[idx]
+            return [(ch.shared.bytes, None, base + a)]
+        slot = ch.lane_slot if idx is None else ch.lane_slot[idx]
         if not layout.vars:
             self._report_oob(idx, np.arange(a.size), a // elem, 0, "shared memory", write)
             return []
@@ -196,7 +187,9 @@ class Access:
         self.m.log.add(Finding("misaligned_access", message, ins.line, tid, block, array), int(bad.size))
 
     # ----- counters and shadow state --------------------------------------------
-    def count(self, idx, a, total: int, vec: int, write: bool, elem: int) -> None:
+    def count(self, idx, a, total: int, vec: int, write: bool, words=None) -> None:
+        """Requests, values, bytes, sectors or wavefronts of one instruction; ``words`` are
+        the lanes' shared words when the caller has them (any block offset: banks repeat)."""
         ch, tally, i = self.ch, self.m.tally, self.ins.index
         kind = "store" if write else "load"
         lanes = a.size
@@ -206,7 +199,7 @@ class Access:
             tally.add(i, f"shared_{kind}_requests", requests)
             tally.add(i, f"shared_{kind}_values", lanes * vec)
             words_per_lane = max(1, total // 4)
-            words = a >> 2
+            words = a >> 2 if words is None else words
             if words_per_lane > 1:
                 words = (words[:, None] + np.arange(words_per_lane)).reshape(-1)
                 warps = np.repeat(warps, words_per_lane)
@@ -220,101 +213,59 @@ class Access:
             tally.add(i, f"global_{kind}_bytes", lanes * total)
             tally.add(i, f"global_{kind}_sectors", sectors(warps, a, total))
 
-    def shadow_read(self, idx, pos, off, total: int, elem: int) -> None:
+    def shadow(self, idx, pos, off, total: int, how: str, words=None) -> None:
+        """Check and record the shared words lanes ``idx[pos]`` read or wrote (``how``)."""
         ch = self.ch
-        shadow = ch.shared
-        lanes = ch.all_lanes if idx is None else idx
-        if pos is not None:
-            lanes = lanes[pos]
-        tid = ch.lane_tid[lanes].astype(np.int32)
-        words, tid, lanes = _words(off, total, tid, lanes)
-        unwritten = ~shadow.written[words]
-        if unwritten.any():
-            self._report_shadow("uninitialized_shared_read", words, lanes, unwritten, None)
-        writer = shadow.writer[words]
-        raw = (writer >= 0) & (writer != tid)
-        if raw.any():
-            self._report_shadow("shared_race", words, lanes, raw, ("read-after-write", writer,
-                                                                     shadow.write_pc))
-        before = shadow.reader[words]
-        mine = np.where((before == NONE) | (before == tid), tid, MANY).astype(np.int32)
-        shadow.reader[words] = mine
-        clash = shadow.reader[words] != mine
-        if clash.any():
-            shadow.reader[words[clash]] = MANY
-        shadow.read_pc[words] = self.ins.index
-
-    def shadow_write(self, idx, pos, off, total: int, elem: int, check_races: bool = True) -> None:
-        ch = self.ch
-        shadow = ch.shared
-        lanes = ch.all_lanes if idx is None else idx
-        if pos is not None:
-            lanes = lanes[pos]
-        tid = ch.lane_tid[lanes].astype(np.int32)
-        words, tid, lanes = _words(off, total, tid, lanes)
-        if check_races:
-            writer = shadow.writer[words]
-            waw = (writer >= 0) & (writer != tid)
-            if waw.any():
-                self._report_shadow("shared_race", words, lanes, waw,
-                                    ("write-after-write", writer, shadow.write_pc))
-            reader = shadow.reader[words]
-            war = (reader != NONE) & (reader != tid)
-            if war.any():
-                self._report_shadow("shared_race", words, lanes, war,
-                                    ("write-after-read", reader, shadow.read_pc))
-            shadow.writer[words] = tid
-            same = shadow.writer[words] != tid
-            if same.any():
-                self._report_shadow("shared_race", words, lanes, same,
-                                    ("write-after-write", shadow.writer[words],
-                                     np.full_like(shadow.write_pc, self.ins.index)))
-            shadow.reader[words] = NONE
-            shadow.write_pc[words] = self.ins.index
-        shadow.written[words] = True
-
-    def _report_shadow(self, kind, words, lanes, bad, race) -> None:
-        ins, ch, m = self.ins, self.ch, self.m
-        first = int(np.flatnonzero(bad)[0])
-        lane = int(lanes[first])
-        word_in_block = int(words[first]) - int(ch.lane_slot[lane]) * (ch.shared.block_bytes // 4)
-        var = ch.shared.layout.var_at(word_in_block * 4)
-        name = var.name if var else "shared memory"
-        index = (word_in_block * 4 - var.start) // 4 if var else word_in_block
-        bound = var.size // 4 if var else None
-        where = m.log.where(ins.line)
-        tid, block = ch.thread(lane)
-        if race is None:
-            message = (f"{where}: {ch.who(lane)} read {name}[{index}] (as 4-byte words) that no thread "
-                       "of its block wrote: shared memory starts as garbage")
-            line = ins.line
+        shadow = ch.shared.shadow
+        if idx is None and pos is None:
+            threads = ch.tid32
         else:
-            what, owners, pcs = race
-            other = int(owners[first])
-            other_line = m.program[int(pcs[words[first]])].line
-            other_who = ("several other threads" if other == MANY else
-                         f"thread {_fmt(ch, other)}")
-            verb = "read" if what.startswith("read") else "wrote"
-            message = (f"{where}: {ch.who(lane)} {verb} {name}[{index}] (as 4-byte words), which "
-                       f"{other_who} {'read' if what.endswith('read') else 'wrote'} at line "
-                       f"{other_line} with no barrier between ({what} race)")
-            line = ins.line
-        m.log.add(Finding(kind, message, line, tid, block, name, index, bound), int(bad.sum()))
+            lanes = ch.all_lanes if idx is None else idx
+            threads = ch.tid32[lanes if pos is None else lanes[pos]]
+        words, threads = _words(off >> 2 if words is None else words, total, threads)
+        if how == "atomic":
+            shadow.touch(words)
+            return
+        check = shadow.read if how == "read" else shadow.write
+        for hazard in check(words, threads, self.ins.index):
+            self._report_hazard(hazard)
+
+    def _report_hazard(self, h) -> None:
+        ins, ch, m = self.ins, self.ch, self.m
+        per_block = ch.shared.block_bytes // 4
+        slot, word = divmod(h.word, per_block)
+        var = ch.shared.layout.var_at(word * 4)
+        name = var.name if var else "shared memory"
+        index = (word * 4 - var.start) // 4 if var else word
+        bound = var.size // 4 if var else None
+        tid = dim3(h.thread, m.block)
+        block = dim3(int(ch.block_linear[slot]), m.grid)
+        who = f"thread {fmt3(tid)} of block {fmt3(block)}"
+        where = m.log.where(ins.line)
+        if h.other_pc is None:
+            message = (f"{where}: {who} read {name}[{index}] (as 4-byte words) that no thread "
+                       "of its block wrote: shared memory starts as garbage")
+        else:
+            other_line = m.program[h.other_pc].line
+            other = "several other threads" if h.other == MANY else f"thread {fmt3(dim3(h.other, m.block))}"
+            verb = "read" if h.what.startswith("read") else "wrote"
+            other_verb = "read" if h.what.endswith("read") else "wrote"
+            message = (f"{where}: {who} {verb} {name}[{index}] (as 4-byte words), which {other} "
+                       f"{other_verb} at line {other_line} with no barrier between ({h.what} race)")
+        m.log.add(Finding(h.kind, message, ins.line, tid, block, name, index, bound), h.count)
 
 
-def _words(off, total, tid, lanes):
-    words = off >> 2
+def _inside_aligned(a: np.ndarray, last: int, total: int, first: int = 0) -> bool:
+    """Every address in [first, last] and a multiple of ``total`` (cheap reductions only)."""
+    return (last >= first and int(a.min()) >= first and int(a.max()) <= last
+            and not int(np.bitwise_or.reduce(a)) & (total - 1))
+
+
+def _words(words, total, threads):
     per = max(1, total // 4)
     if per == 1:
-        return words, tid, lanes
-    spread = np.arange(per)
-    return ((words[:, None] + spread).reshape(-1), np.repeat(tid, per), np.repeat(lanes, per))
-
-
-def _fmt(ch, tid_linear: int) -> str:
-    from autograder.emulator.findings import dim3, fmt3
-
-    return fmt3(dim3(tid_linear, ch.m.block))
+        return words, threads
+    return (words[:, None] + np.arange(per)).reshape(-1), np.repeat(threads, per)
 
 
 # ----- instruction builders ---------------------------------------------------------
@@ -335,19 +286,28 @@ def build_ld(ins: Instr, ch):
     shift = dt.itemsize.bit_length() - 1
     check_shared = access.space in ("shared", "generic")
 
+    direct = [ch.view(d, dt) for d in (dst.items if isinstance(dst, Vec) else (dst,))]
+
     def run(idx):
         a = get_addr(idx)
         groups = access.locate(idx, a, total, False, dt.itemsize)
-        access.count(idx, a, total, vec, False, dt.itemsize)
         if len(groups) == 1 and groups[0][1] is None:
             buf, _, off = groups[0]
+            shared = check_shared and buf is ch.shared.bytes
+            words = off >> 2 if shared else None
+            access.count(idx, a, total, vec, False, words)
             view = buf.view(dt)
             el = off >> shift
             for k, put in enumerate(puts):
-                put(idx, view[el + k] if k else view[el])
-            if check_shared and buf is ch.shared.bytes:
-                access.shadow_read(idx, None, off, total, dt.itemsize)
+                where = el + k if k else el
+                if idx is None and direct[k] is not None:
+                    np.take(view, where, out=direct[k])
+                else:
+                    put(idx, np.take(view, where))
+            if shared:
+                access.shadow(idx, None, off, total, "read", words)
             return
+        access.count(idx, a, total, vec, False)
         values = [garbage(a.size, dt) for _ in puts]
         for buf, pos, off in groups:
             view = buf.view(dt)
@@ -355,8 +315,8 @@ def build_ld(ins: Instr, ch):
             for k in range(vec):
                 values[k][pos] = view[el + k]
             if check_shared and buf is ch.shared.bytes:
-                access.shadow_read(idx, pos, off, total, dt.itemsize)
-        for put, v in zip(puts, values, strict=False):
+                access.shadow(idx, pos, off, total, "read")
+        for put, v in zip(puts, values, strict=True):
             put(idx, v)
 
     return run
@@ -403,7 +363,7 @@ def build_st(ins: Instr, ch):
     def run(idx):
         a = get_addr(idx)
         groups = access.locate(idx, a, total, True, dt.itemsize)
-        access.count(idx, a, total, vec, True, dt.itemsize)
+        access.count(idx, a, total, vec, True)
         for buf, pos, off in groups:
             view = buf.view(dt)
             el = off >> shift
@@ -413,7 +373,7 @@ def build_st(ins: Instr, ch):
                     v = v[pos]
                 view[el + k] = v
             if check_shared and buf is ch.shared.bytes:
-                access.shadow_write(idx, pos, off, total, dt.itemsize)
+                access.shadow(idx, pos, off, total, "write")
 
     return run
 
@@ -453,7 +413,7 @@ def build_atom(ins: Instr, ch):
             else:
                 old[pos] = result
             if buf is ch.shared.bytes:
-                access.shadow_write(idx, pos, off, size, size, check_races=False)
+                access.shadow(idx, pos, off, size, "atomic")
         if put is not None:
             put(idx, old)
 

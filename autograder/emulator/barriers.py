@@ -38,7 +38,7 @@ def resolve(chunk) -> None:
     blocks = np.flatnonzero(has_wait & ~stuck)
     for pc, count in zip(*np.unique(low[blocks], return_counts=True), strict=False):
         m.tally.add(int(pc), "barriers", int(count))
-    chunk.shared.clear_blocks(None if blocks.size == chunk.n_blocks else blocks)
+    chunk.shared.shadow.barrier()  # blocks without waiting threads have all exited
 
 
 def _barrier_id(ins) -> int:

@@ -133,7 +133,7 @@ def build_bar_warp(ins, ch):
     def run(idx):  # __syncwarp(): earlier shared accesses of these warps stop racing
         lanes = ch.all_lanes if idx is None else idx
         keys = np.unique(ch.lane_slot[lanes] * 1024 + ch.lane_tid[lanes] // 32)
-        ch.shared.clear_warps(keys, ch.bs)
+        ch.shared.shadow.sync_warps(keys)
 
     return run
 

@@ -208,6 +208,7 @@ class Chunk:
         self.n = n = n_blocks * bs
         self.lane_slot = np.repeat(np.arange(n_blocks, dtype=np.int64), bs)
         self.lane_tid = np.tile(np.arange(bs, dtype=np.int64), n_blocks)
+        self.tid32 = self.lane_tid.astype(np.int32)
         self.warps_per_block = (bs + 31) // 32
         self.warp_of = self.lane_slot * self.warps_per_block + self.lane_tid // 32
         self.n_warps = n_blocks * self.warps_per_block
@@ -220,6 +221,7 @@ class Chunk:
         for name in machine.kernel.call_params:
             self.regs[name] = np.zeros(n, np.uint64)
         self.shared = SharedMemory(machine.layout, n_blocks)
+        self.shared_base = self.lane_slot * self.shared.block_bytes
         self.local = np.full(max(machine.local_size, 16) * n, 0xFF, np.uint8)
         self._sregs: dict[str, np.ndarray | np.generic] = {}
         self.execs = [machine._build(ins, self) for ins in machine.program]

@@ -8,9 +8,8 @@ a finding: reads return NaN/garbage bytes (0xFF), writes are dropped, nothing cr
 
 Shared memory: each variable gets a 256-byte red zone before it (a multiple of 128, so
 banks are those of the GPU's own layout) and the block's memory starts as 0xFF garbage.
-Shadow state per 4-byte word (not per byte: sub-word shared arrays written by different
-threads would read as races) holds the last writer, the last reader(s), their
-instructions and whether any thread wrote it; a barrier clears writers and readers."""
+Its shadow state (``shadow.py``) is kept per 4-byte word, not per byte: sub-word shared
+arrays written by different threads of one word would read as races."""
 
 from __future__ import annotations
 
@@ -19,14 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autograder.emulator.shadow import SharedShadow
+
 REGION_SHIFT = 40
 SHARED_REGION = 0xFE
 LOCAL_REGION = 0xFD
 _HALF = 1 << (REGION_SHIFT - 1)
 RED_ZONE = 256
 GARBAGE = 0xFF
-NONE = -1
-MANY = -2
 
 
 def region_of(addr: np.ndarray | int):
@@ -130,31 +129,7 @@ class SharedMemory:
         self.block_bytes = layout.block_bytes
         total = padded(layout.block_bytes * n_blocks)
         self.bytes = np.full(total, GARBAGE, np.uint8)
-        words = total // 4
-        self.writer = np.full(words, NONE, np.int32)
-        self.reader = np.full(words, NONE, np.int32)
-        self.write_pc = np.zeros(words, np.int32)
-        self.read_pc = np.zeros(words, np.int32)
-        self.written = np.zeros(words, bool)
-
-    def clear_blocks(self, slots: np.ndarray | None) -> None:
-        """A barrier: forget who wrote and read, for these block slots (None = all)."""
-        if slots is None:
-            self.writer.fill(NONE)
-            self.reader.fill(NONE)
-            return
-        per = self.block_bytes // 4
-        for slot in slots.tolist():
-            self.writer[slot * per : (slot + 1) * per] = NONE
-            self.reader[slot * per : (slot + 1) * per] = NONE
-
-    def clear_warps(self, warp_keys: np.ndarray, threads_per_block: int) -> None:
-        """``__syncwarp``: accesses by these warps (slot * 1024 + warp) no longer race."""
-        per = self.block_bytes // 4
-        slot_of_word = np.arange(self.writer.size) // per
-        for shadow in (self.writer, self.reader):
-            owner = np.where(shadow >= 0, slot_of_word * 1024 + shadow // 32, -1)
-            shadow[np.isin(owner, warp_keys)] = NONE
+        self.shadow = SharedShadow(total // 4, layout.block_bytes // 4)
 
 
 def local_bytes(variables) -> int:
