@@ -67,6 +67,14 @@ def test_a_launch_failure_reported_by_the_backend_restarts_the_worker(worker):
     assert worker.starts == 2
 
 
+def test_a_worker_that_died_while_idle_is_replaced(worker):
+    worker.launch(launch(ADD))
+    worker._process.kill()
+    worker._process.join()
+    assert worker.launch(launch(ADD)).outputs["x"][0] == 2
+    assert worker.starts == 2
+
+
 def test_compile_error_crosses_with_its_log(worker):
     with pytest.raises(CompileError) as error:
         worker.compile(Program("def k():\n#error expected a ';'\n", "k.cu", "k"))

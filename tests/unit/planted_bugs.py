@@ -1,0 +1,73 @@
+# ruff: noqa: E501 - the mutant table quotes source lines whole
+"""Plant one bug at a time in a copy of the tree; the unit tests must fail on each.
+
+Run ``python3 tests/unit/planted_bugs.py`` (about 2 minutes): it copies the checkout to a
+temporary folder (the checkout itself is never touched), applies each mutant below, runs
+``pytest -x tests/unit`` there and prints which test caught it. Not collected by pytest.
+"""
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2]
+MUTANTS = [
+    ("rubric: unknown keys accepted", "autograder/rubric.py", "if keys is not None and key not in keys:", "if False:"),
+    ("rubric: points may be text", "autograder/rubric.py", "if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):", "if False:"),
+    ("rubric: missing assignment accepted", "autograder/rubric.py", "        if missing:\n            raise", "        if False:\n            raise"),
+    ("rubric: unknown case group accepted", "autograder/rubric.py", "if groups is not None and cases not in groups:", "if False:"),
+    ("rubric: wrong line number", "autograder/rubric.py", 'line = f":{node.start_mark.line + 1}"', 'line = f":{node.start_mark.line}"'),
+    ("cases: zeros allowed in inputs", "autograder/cases.py", "values = rng.uniform(0.5, 1.5, size)", "values = rng.uniform(0.0, 1.5, size)"),
+    ("cases: outputs poisoned with 0", "autograder/cases.py", "        return np.nan\n", "        return 0.0\n"),
+    ("cases: seed ignores the case index", "autograder/cases.py", 'f"{secret}/{assignment}/{group}/{index}/{launch}"', 'f"{secret}/{assignment}/{group}/{launch}"'),
+    ("checks: no gating", "autograder/checks.py", "    wrong = [o for o in outcomes if not o.correct]\n    if not wrong:", "    wrong = []\n    if not wrong:"),
+    ("checks: correctness all or nothing", "autograder/checks.py", "score = item.points * passed / len(outcomes) if outcomes else 0.0", "score = item.points * (passed == len(outcomes))"),
+    ("checks: unwritten not counted", "autograder/checks.py", "    never = unwritten(got_raw.dtype, got_raw)\n", "    never = np.zeros(got_raw.shape, bool)\n"),
+    ("checks: modified input ignored", "autograder/checks.py", "and not self.inputs_modified and", "and"),
+    ("checks: flat index only", "autograder/checks.py", "if math.prod(shape) == got.size and len(shape) > 1", "if False"),
+    ("checks: GPU findings ignored", "autograder/checks.py", "        outcomes = outcomes + runs.outcomes(\"grading\", item.cases)\n", "        pass\n"),
+    ("checks: unfinished launch counts as correct", "autograder/checks.py", "unfinished = any(f.check == \"correctness\" for f in self.findings)", "unfinished = False"),
+    ("worker: no restart after a death", "autograder/backends/worker.py", "if self._process is not None and self._process.is_alive():", "if self._process is not None:"),
+    ("worker: compile log lost", "autograder/backends/worker.py", "raise CompileError(log if log is not None else message)", "raise CompileError(message)"),
+    ("worker: timeout reported as failure", "autograder/backends/worker.py", "    return LaunchTimeout(", "    return LaunchFailure("),
+    ("pipeline: grader bug crashes the run", "autograder/pipeline.py", "        except Exception as e:  # a grader bug: fail this case, grade the rest\n            return _fault(", "        except ZeroDivisionError as e:\n            raise\n        except Exception as e:\n            return _fault("),
+    ("pipeline: no compile gate", "autograder/pipeline.py", "        problem = _compile_problem(backends.grading, spec, source, items)", "        problem = None"),
+    ("pipeline: unsupported not flagged", "autograder/pipeline.py", "            return _fault(outcome, str(e))\n        except BackendError", "            return _replace(outcome, error=str(e))\n        except BackendError"),
+    ("results: tags lack the check", "autograder/results.py", "tags = [item.assignment, item.check]", "tags = [item.assignment]"),
+    ("results: number off by one", "autograder/results.py", 'return f"{assignment}.{rubric.assignments[item.assignment].index(item) + 1}"', 'return f"{assignment}.{rubric.assignments[item.assignment].index(item)}"'),
+    ("results: fallback drops items", "autograder/results.py", "items = rubric.items if rubric is not None else ()", "items = ()"),
+    ("cli: no results on a crash", "autograder/cli.py", "        write_results(results_path, fallback_results(rubric, reason, time.monotonic() - started))\n", ""),
+    ("cli: selfcheck ignores a scoring starter", "autograder/cli.py", "return [r for r in run if r.score > 0 or r.regrade]", "return []"),
+    ("report: no seed", "autograder/report.py", '"seed": grade.seed,', '"seed": None,'),
+    ("run_autograder: no fallback", "run_autograder", 'if [ ! -s "$results" ]; then', 'if false; then'),
+]
+
+def main():
+    work = Path(tempfile.mkdtemp()) / "tree"
+    rows = []
+    for name, path, old, new in MUTANTS:
+        if work.exists():
+            shutil.rmtree(work)
+        shutil.copytree(SRC, work, ignore=shutil.ignore_patterns(".git", ".whl", "__pycache__", "*.egg-info"))
+        target = work / path
+        text = target.read_text()
+        if text.count(old) != 1:
+            rows.append((name, f"PATTERN FOUND {text.count(old)}x"))
+            continue
+        target.write_text(text.replace(old, new))
+        started = time.monotonic()
+        run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "tests/unit"],
+                             cwd=work, capture_output=True, text=True, timeout=300)
+        failed = [line for line in run.stdout.splitlines() if line.startswith("FAILED")]
+        verdict = f"caught ({failed[0].split('::')[-1][:70]})" if run.returncode else "NOT CAUGHT"
+        rows.append((name, f"{verdict} {time.monotonic() - started:.0f}s"))
+        print(f"{name:45} {rows[-1][1]}", flush=True)
+    shutil.rmtree(work.parent)
+    sys.exit(any("caught" not in verdict for _name, verdict in rows))
+
+
+if __name__ == "__main__":
+    main()
