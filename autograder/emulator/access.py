@@ -211,7 +211,7 @@ class Access:
             tally.add(i, f"global_{kind}_requests", requests)
             tally.add(i, f"global_{kind}_values", lanes * vec)
             tally.add(i, f"global_{kind}_bytes", lanes * total)
-            tally.add(i, f"global_{kind}_sectors", sectors(warps, a, total))
+            tally.add(i, f"global_{kind}_sectors", sectors(warps, a, total, idx is None and ch.full_warps))
 
     def shadow(self, idx, pos, off, total: int, how: str, words=None) -> None:
         """Check and record the shared words lanes ``idx[pos]`` read or wrote (``how``)."""
@@ -300,10 +300,11 @@ def build_ld(ins: Instr, ch):
             el = off >> shift
             for k, put in enumerate(puts):
                 where = el + k if k else el
+                # indices are checked already: "wrap" skips numpy's buffered bounds check
                 if idx is None and direct[k] is not None:
-                    np.take(view, where, out=direct[k])
+                    np.take(view, where, out=direct[k], mode="wrap")
                 else:
-                    put(idx, np.take(view, where))
+                    put(idx, np.take(view, where, mode="wrap"))
             if shared:
                 access.shadow(idx, None, off, total, "read", words)
             return

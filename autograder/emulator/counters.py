@@ -21,15 +21,22 @@ COUNTER_NAMES = (
 )
 
 
-def distinct_per_warp(warps: np.ndarray, keys: np.ndarray) -> int:
-    """Sum over warps of the number of distinct ``keys``; lanes arrive sorted by warp."""
-    combined = (warps.astype(np.int64) << 44) | (keys.astype(np.int64) & ((1 << 44) - 1))
-    if combined.size < 2:
-        return int(combined.size)
+def distinct_per_warp(warps: np.ndarray, keys: np.ndarray, row: int | None = None) -> int:
+    """Sum over warps of the number of distinct ``keys``; lanes arrive sorted by warp.
+    ``row``: every warp is full and has exactly ``row`` consecutive entries."""
+    if keys.size < 2:
+        return int(keys.size)
+    if row is not None:
+        rows = keys.reshape(-1, row)
+        step = np.diff(rows, axis=1)
+        if not (step.min() >= 0 or step.max() <= 0):
+            step = np.diff(np.sort(rows, axis=1), axis=1)
+        return rows.shape[0] + int(np.count_nonzero(step))
+    combined = (warps << 44) | (keys & ((1 << 44) - 1))
     step = np.diff(combined)
-    if (step >= 0).all():
-        return 1 + int(np.count_nonzero(step))
-    return int(np.unique(combined).size)
+    if step.min() < 0:
+        step = np.diff(np.sort(combined))
+    return 1 + int(np.count_nonzero(step))
 
 
 def warp_count(warps: np.ndarray) -> int:
@@ -39,14 +46,17 @@ def warp_count(warps: np.ndarray) -> int:
     return 1 + int(np.count_nonzero(np.diff(warps)))
 
 
-def sectors(warps: np.ndarray, addr: np.ndarray, nbytes: int) -> int:
+def sectors(warps: np.ndarray, addr: np.ndarray, nbytes: int, full_warps: bool = False) -> int:
     first = addr >> 5
     last = (addr + (nbytes - 1)) >> 5
+    row = 32 if full_warps and addr.size % 32 == 0 else None
     if nbytes <= 32 and np.array_equal(first, last):
-        return distinct_per_warp(warps, first)
-    both = np.concatenate([first, last])
+        return distinct_per_warp(warps, first, row)
+    if row is not None:
+        both = np.concatenate([first.reshape(-1, 32), last.reshape(-1, 32)], axis=1)
+        return distinct_per_warp(warps, both.reshape(-1), 64)
     order = np.argsort(np.concatenate([warps, warps]), kind="stable")
-    return distinct_per_warp(np.concatenate([warps, warps])[order], both[order])
+    return distinct_per_warp(np.concatenate([warps, warps])[order], np.concatenate([first, last])[order])
 
 
 class BankModel:

@@ -1,0 +1,131 @@
+"""Emulator benchmark: the course's reference kernels on their aligned, ragged and safety
+cases, plus larger GEMMs, each timed on the emulator (best of ``--repeat`` runs).
+
+Prints a table per kernel and case: wall time, lane instructions, lane instructions per
+second, and the process's peak memory; with ``--record`` appends the table, the machine
+and the date to ``bench/emulator-results.md``.
+
+    python bench/emulator_bench.py [--assignments a,b] [--repeat 3] [--record]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from autograder.backends.emulator import EmulatorBackend  # noqa: E402
+from autograder.cases import prepare  # noqa: E402
+from autograder.checks import compare  # noqa: E402
+from autograder.compiler import compile_ptx  # noqa: E402
+from autograder.spec import load_course  # noqa: E402
+
+GROUPS = ("aligned", "ragged", "safety")
+BIG_GEMMS = {  # assignment -> extra cases (GEMM kernels at 256^3)
+    "matmul_naive": {"M": 256, "N": 256, "K": 256},
+    "gemm_tiled": {"T": 16, "M": 256, "N": 256, "K": 256},
+    "matmul_register_tile": {"V": 4, "M": 256, "N": 256, "K": 256},
+    "matmul_block_tile": {"L": 64, "V": 8, "S": 8, "M": 256, "N": 256, "K": 256},
+}
+
+
+def run_case(backend, spec, source: str, case, seed: int, repeat: int) -> dict:
+    prepared = prepare(spec, source, case, seed, 600)
+    start = time.perf_counter()
+    compile_ptx(prepared.launch.program)
+    compile_s = time.perf_counter() - start
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = backend.launch(prepared.launch)
+        best = min(best, time.perf_counter() - start)
+    outputs = compare(spec, case, prepared, result)["outputs"]
+    lanes = result.counters.totals["lane_instructions"]
+    return {
+        "wall_s": best, "compile_s": compile_s, "lanes": lanes, "rate": lanes / best,
+        "ok": all(not o.wrong for o in outputs), "findings": len(result.findings),
+    }
+
+
+def rows(assignments: list[str], repeat: int):
+    course = load_course(ROOT)
+    backend = EmulatorBackend()
+    for name in assignments:
+        spec = course[name]
+        source = (ROOT / "reference" / f"{name}.cu").read_text()
+        cases = [(g, i, c) for g in GROUPS for i, c in enumerate(spec.cases.get(g, ()))]
+        if name in BIG_GEMMS:
+            cases.append(("bench", 0, BIG_GEMMS[name]))
+        for group, index, case in cases:
+            try:
+                row = run_case(backend, spec, source, case, 1000 + index, repeat)
+            except Exception as e:  # a kernel the emulator cannot run is reported, not fatal
+                row = {"error": f"{type(e).__name__}: {str(e)[:80]}"}
+            yield name, group, case, row
+
+
+def format_row(name, group, case, row) -> str:
+    params = ",".join(f"{k}={v}" for k, v in case.items())
+    if "error" in row:
+        return f"| {name} | {group} | {params} | | | | {row['error']} |"
+    verdict = "ok" if row["ok"] and not row["findings"] else f"WRONG/{row['findings']} findings"
+    return (f"| {name} | {group} | {params} | {row['wall_s']:.3f} | {row['lanes'] / 1e6:.2f} | "
+            f"{row['rate'] / 1e6:.1f} | {verdict} |")
+
+
+def machine() -> str:
+    info = Path("/proc/cpuinfo")
+    lines = info.read_text().splitlines() if info.exists() else []
+    cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
+               platform.processor())
+    return (f"{platform.node()} · {cpu} · {os.cpu_count()} cores · Python {platform.python_version()} · "
+            f"numpy {np.__version__}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--assignments", default="", help="comma-separated; default: every assignment")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per case; the best is reported")
+    parser.add_argument("--record", action="store_true", help="append the table to bench/emulator-results.md")
+    args = parser.parse_args()
+    names = args.assignments.split(",") if args.assignments else sorted(load_course(ROOT))
+    header = ["| assignment | group | case | wall s | lane instr (M) | M lane instr/s | result |",
+              "|---|---|---|---|---|---|---|"]
+    lines = list(header)
+    print("\n".join(header), flush=True)
+    total = course_s = 0.0
+    start = time.perf_counter()
+    for name, group, case, row in rows(names, args.repeat):
+        line = format_row(name, group, case, row)
+        lines.append(line)
+        print(line, flush=True)
+        if "wall_s" in row:
+            total += row["wall_s"]
+            if group in GROUPS:
+                course_s += row["wall_s"] + row["compile_s"]
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    summary = (f"\nCourse cases (aligned + ragged + safety of every reference, compile included): "
+               f"{course_s:.1f} s; bench wall {time.perf_counter() - start:.1f} s; "
+               f"peak memory {peak_mb:.0f} MB")
+    print(summary)
+    if args.record:
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        with open(ROOT / "bench" / "emulator-results.md", "a") as f:
+            f.write(f"\n## {stamp}\n\nMachine: {machine()}. Best of {args.repeat} runs per case, "
+                    "one process (numpy elementwise work is single-threaded).\n\n")
+            f.write("\n".join(lines) + "\n" + summary + "\n")
+
+
+if __name__ == "__main__":
+    main()
