@@ -85,17 +85,21 @@ class BankModel:
 
     @staticmethod
     def _general(warps: np.ndarray, words: np.ndarray) -> tuple[int, int]:
-        keys = np.unique((warps.astype(np.int64) << 40) | (words.astype(np.int64) & ((1 << 35) - 1)))
-        warp = keys >> 40
-        bank = keys & 31
-        group = (warp << 5) | bank
-        groups, per_bank = np.unique(group, return_counts=True)
-        bank_warp = groups >> 5
-        worst = np.zeros(int(bank_warp.max()) + 1 if bank_warp.size else 0, np.int64)
-        np.maximum.at(worst, bank_warp, per_bank)
-        _, distinct = np.unique(warp, return_counts=True)
-        minimum = int(np.sum((distinct + 31) // 32))
-        return int(worst.sum()), minimum
+        """Any active lanes: pad each warp's words into a row, then count per row and bank."""
+        first = np.ones(warps.size, bool)
+        first[1:] = warps[1:] != warps[:-1]
+        starts = np.flatnonzero(first)
+        group = np.cumsum(first) - 1
+        rank = np.arange(warps.size) - starts[group]
+        table = np.full((starts.size, int(rank.max()) + 1), -1, np.int64)
+        table[group, rank] = words
+        table.sort(axis=1)
+        distinct = table >= 0
+        distinct[:, 1:] &= table[:, 1:] != table[:, :-1]
+        banks = (table & 31) + 32 * np.arange(starts.size)[:, None]
+        per_bank = np.bincount(banks[distinct], minlength=32 * starts.size).reshape(-1, 32)
+        minimum = (distinct.sum(axis=1) + 31) // 32
+        return int(per_bank.max(axis=1).sum()), int(minimum.sum())
 
 
 def _row_wavefronts(rel: np.ndarray) -> tuple[int, int]:

@@ -162,7 +162,10 @@ class Machine:
             with np.errstate(all="ignore"):
                 for first in range(0, self.n_blocks, blocks):
                     chunk = Chunk(self, first, min(blocks, self.n_blocks - first))
-                    chunk.run()
+                    try:
+                        chunk.run()
+                    finally:
+                        chunk.release()
         except BudgetError as stop:
             ins = self.program[stop.index]
             self.log.add(Finding(
@@ -226,6 +229,12 @@ class Chunk:
         self._sregs: dict[str, np.ndarray | np.generic] = {}
         self.execs = [machine._build(ins, self) for ins in machine.program]
         self.guards = [self._guard(ins.guard) for ins in machine.program]
+
+    def release(self) -> None:
+        """Drop the executors (closures over this chunk) so its arrays are freed now."""
+        self.execs, self.guards = [], []
+        self.regs.clear()
+        self._sregs.clear()
 
     # ----- operand binding -----------------------------------------------------
     def reg(self, name: str) -> np.ndarray:
