@@ -13,9 +13,10 @@ import click
 
 from autograder import pipeline
 from autograder.backends import NAMES, select_backend
-from autograder.backends.base import BackendError, LaunchResult
+from autograder.backends.base import BackendError
 from autograder.cases import case_seed, prepare
 from autograder.checks import ItemResult
+from autograder.emulator.profile import profile_data, profile_table
 from autograder.report import write_report
 from autograder.results import build_results, fallback_results, write_results
 from autograder.rubric import RubricError
@@ -192,24 +193,11 @@ def profile(submission, assignment, case_text, as_json, course_root):
         raise click.ClickException(str(e)) from e
     finally:
         emulator.close()
-    click.echo(format_profile(result, source, as_json))
-
-
-def format_profile(result: LaunchResult, source: str, as_json: bool) -> str:
-    """The emulator's own formatting (``autograder/emulator/profile.py``) when present."""
-    try:
-        from autograder.emulator import profile as emulator_profile
-    except ImportError:
-        emulator_profile = None
-    if emulator_profile is not None:
-        return emulator_profile.format_profile(result, source, as_json=as_json)
-    counters = result.counters
-    data = {
-        "totals": counters.totals if counters else {},
-        "by_line": counters.by_line if counters else {},
-        "findings": [f.message for f in result.findings],
-    }
-    return json.dumps(data, indent=2)
+    filename = prepared.launch.program.filename
+    if as_json:
+        click.echo(json.dumps(profile_data(result, source, filename), indent=2, default=str))
+    else:
+        click.echo(profile_table(result, source, filename))
 
 
 def parse_case(text: str | None) -> dict | None:

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The grading pipeline end to end on the GPU (run on the device from the repository root,
+# with `.whl` carried; see bench/device/gpu_backend.sh for how the wheels get there):
+# `autograder selfcheck --backend gpu` on vector_add and window_sum, then issue 2's planted
+# bugs graded through `autograder grade --backend gpu`, one line per rubric item.
+set -uo pipefail
+PY=/opt/torch/.venv/bin/python3
+OUT=${OUT:-/tmp/pipeline-gpu-out}
+SITE=/tmp/site
+BUGS=/tmp/planted
+mkdir -p "$OUT" "$SITE" "$BUGS"
+export PYTHONPATH="$PWD:$SITE" PYTHONUNBUFFERED=1
+section() { printf '\n=== %s (%s) ===\n' "$1" "$(date -u +%T)"; }
+
+section install
+"$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/*.whl 2>&1 | tail -3
+"$PY" -c "import click, yaml, numpy, pycuda.driver, cuda.bindings.nvrtc, gradescope_utils; print('imports ok')" || exit 1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+
+section "selfcheck (gpu)"
+time timeout 400 "$PY" -m autograder selfcheck --backend gpu --assignment vector_add --assignment window_sum \
+  2>&1 | tee "$OUT/selfcheck.log"
+
+plant() { mkdir -p "$BUGS/$1"; cat > "$BUGS/$1/$2.cu"; }
+plant missing_guard vector_add <<'CU'
+__global__ void vector_add(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    c[i] = a[i] + b[i];
+}
+CU
+sed 's/g < n + 4 ?/g < n ?/' reference/window_sum.cu | plant load_guard_n window_sum
+plant never_returns vector_add <<'CU'
+__global__ void vector_add(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    while (i < n) { c[i] = a[i] + b[i]; }
+}
+CU
+sed 's/__syncthreads();/__syncthreads()/' reference/window_sum.cu | plant compile_error window_sum
+plant illegal_address vector_add <<'CU'
+__global__ void vector_add(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n == 1000) c[i + (1 << 28)] = 1.0f;
+    else if (i < n) c[i] = a[i] + b[i];
+}
+CU
+
+for bug in missing_guard load_guard_n never_returns compile_error illegal_address; do
+  section "grade $bug (gpu)"
+  start=$(date +%s.%N)
+  timeout 500 "$PY" -m autograder grade "$BUGS/$bug" --backend gpu --seed 2 \
+    --results "$OUT/$bug.json" > "$OUT/$bug.log" 2>&1
+  echo "exit $? in $(echo "$(date +%s.%N) - $start" | bc) s"
+  "$PY" - "$OUT/$bug.json" <<'PYEOF'
+import json, sys
+data = json.load(open(sys.argv[1]))
+for t in data["tests"]:
+    first = [line for line in t["output"].splitlines() if line.strip()][:4]
+    print(f"  {t['score']:>4g}/{t['max_score']:<3g} {t['name']}: " + " | ".join(first)[:420])
+PYEOF
+done
+section done
