@@ -225,9 +225,10 @@ class GpuBackend(Backend):
         try:
             yield
         except self._cuda.Error as e:
-            if not self._context_survived():
+            survived = self._context_survived()
+            if not survived:
                 self._failure = str(e)
-            raise error_class(f"{program.filename}: {_describe(e)}") from e
+            raise error_class(f"{program.filename}: {_describe(e, survived)}") from e
 
     def _context_survived(self) -> bool:
         """False after a sticky error (a crashed kernel): every later CUDA call fails too."""
@@ -238,13 +239,13 @@ class GpuBackend(Backend):
         return True
 
 
-def _describe(error) -> str:
+def _describe(error, survived: bool) -> str:
     """``cuEventQuery failed: an illegal memory access was encountered`` -> a student's sentence."""
     call, _, reason = str(error).partition(" failed: ")
     reason = reason or call
     if call.startswith("cuModuleLoad"):
         return f"the GPU could not load the compiled kernel: {reason}"
-    if call.startswith("cuLaunch") or call.startswith("cuFuncSetAttribute"):
+    if survived:  # e.g. cuFuncSetBlockShape: invalid argument (more than 1024 threads)
         return f"the GPU refused the launch: {reason}"
     return f"the kernel crashed on the GPU: {reason} (the emulator backend names the thread and line)"
 
