@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.backends.base import Unsupported
-from autograder.emulator import access, collective
+from autograder.emulator import access, collective, wmma
 from autograder.emulator.machine import BAR, BRA, EXIT, PURE, SIDE, dtype_of
 from autograder.emulator.memory import LOCAL_REGION, REGION_SHIFT, SHARED_REGION
 from autograder.emulator.program import Instr, Vec
@@ -31,6 +31,8 @@ def instruction_kind(ins: Instr) -> int:
 
 
 def lane_flops(ins: Instr) -> int:
+    if ins.op == "wmma" and "mma" in ins.mods:
+        return wmma.MMA_LANE_FLOPS
     if not ins.types or ins.types[-1] not in ("f16", "bf16", "f32", "f64", "f16x2", "bf16x2"):
         return 0
     pairs = 2 if ins.types[-1].endswith("x2") else 1
@@ -639,9 +641,9 @@ OPS = {
     "shfl": collective.build_shfl, "vote": collective.build_vote,
     "activemask": collective.build_activemask, "redux": collective.build_redux,
     "bar": collective.build_bar_warp, "barrier": collective.build_bar_warp,
-    "call": collective.build_call,
+    "call": collective.build_call, "wmma": wmma.build_wmma,
     "membar": build_nop, "fence": build_nop, "prefetch": build_nop, "prefetchu": build_nop,
     "nanosleep": build_nop, "pmevent": build_nop,
 }
 PURE_OPS = frozenset(OPS) - {"ld", "ldu", "st", "atom", "red", "shfl", "vote", "activemask",
-                             "redux", "bar", "barrier", "call"}
+                             "redux", "bar", "barrier", "call", "wmma"}

@@ -1,0 +1,174 @@
+"""Warp matrix instructions (``wmma.load``/``wmma.mma``/``wmma.store``, m16n16k16 with f16
+inputs and f32 or f16 accumulators).
+
+PTX leaves the distribution of fragment elements over a warp's lanes unspecified, so this
+emulator picks its own, deliberately not the hardware's: element ``e`` (row-major index
+``16 * row + col`` of the 16 x 16 tile) of an accumulator fragment sits in lane ``e % 32``,
+register ``e // 32``; an f16 A/B fragment holds its 8 elements in the low halves of
+registers 0-3 pairs, twice (registers 4-7 repeat 0-3, as the hardware's 16 halves per
+lane do). Code that only loads, multiplies, stores and applies elementwise operations to
+``frag.x[i]`` works unchanged; code that depends on where an element sits does not.
+
+A wmma instruction is warp-collective: every lane of each warp must execute it together."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autograder.backends.base import Unsupported
+from autograder.emulator.access import Access, space_of
+from autograder.emulator.program import Instr, Vec
+
+TILE = 16
+ELEMENTS = TILE * TILE
+MMA_LANE_FLOPS = 2 * TILE * TILE * TILE // 32
+
+
+def build_wmma(ins: Instr, ch):
+    if "m16n16k16" not in ins.mods:
+        raise Unsupported("only m16n16k16 wmma shapes")
+    kind = ins.mods[0]
+    if kind == "load":
+        return _build_load(ins, ch)
+    if kind == "store":
+        return _build_store(ins, ch)
+    if kind == "mma":
+        return _build_mma(ins, ch)
+    raise Unsupported(f"wmma.{kind}")
+
+
+def _warps(ch, idx) -> np.ndarray:
+    """The executing lanes as (warps, 32); each warp must be complete."""
+    lanes = ch.all_lanes if idx is None else idx
+    if lanes.size % 32 or (ch.lane_tid[lanes[::32]] % 32).any():
+        raise Unsupported("wmma executed by part of a warp (all 32 threads must execute it together)")
+    rows = lanes.reshape(-1, 32)
+    if (rows[:, 31] - rows[:, 0] != 31).any():
+        raise Unsupported("wmma executed by part of a warp (all 32 threads must execute it together)")
+    return rows
+
+
+def _regs(ch, operand) -> list[np.ndarray]:
+    if not isinstance(operand, Vec):
+        raise Unsupported("wmma fragment operand")
+    return [ch.reg(r.name) for r in operand.items]
+
+
+def _halves(fragment_type: str) -> bool:
+    return fragment_type in ("f16", "bf16")
+
+
+def _gather_fragment(regs: list[np.ndarray], rows: np.ndarray, halves: bool) -> np.ndarray:
+    """Registers of each warp -> (warps, 256) float32 matrix elements."""
+    w = rows.shape[0]
+    by_slot = np.empty((w, 8, 32), np.float32)
+    if halves:
+        for r in range(4):
+            bits = regs[r][rows].view(np.uint32) if regs[r].dtype != np.uint32 else regs[r][rows]
+            by_slot[:, 2 * r] = (bits & 0xFFFF).astype(np.uint16).view(np.float16)
+            by_slot[:, 2 * r + 1] = (bits >> 16).astype(np.uint16).view(np.float16)
+    else:
+        for j in range(8):
+            by_slot[:, j] = regs[j][rows].view(np.float32)
+    return by_slot.reshape(w, ELEMENTS)
+
+
+def _scatter_fragment(regs: list[np.ndarray], rows: np.ndarray, values: np.ndarray, halves: bool) -> None:
+    """(warps, 256) elements -> the registers of each warp's lanes."""
+    by_slot = values.reshape(-1, 8, 32)
+    if halves:
+        bits = by_slot.astype(np.float16).view(np.uint16).astype(np.uint32)
+        for r in range(len(regs)):
+            j = (2 * r) % 8
+            regs[r].view(np.uint32)[rows] = bits[:, j] | (bits[:, j + 1] << 16)
+    else:
+        for j in range(8):
+            regs[j].view(np.float32)[rows] = by_slot[:, j].astype(np.float32)
+
+
+def _addresses(ins, rows, get_addr, get_stride, idx, size):
+    """Per element of each warp: its address and the lane that holds it."""
+    base = get_addr(idx).reshape(-1, 32)[:, 0]
+    stride = np.asarray(get_stride(idx)).astype(np.int64).reshape(-1)
+    stride = np.broadcast_to(stride, (rows.size,)).reshape(-1, 32)[:, 0] if stride.size > 1 else stride
+    e = np.arange(ELEMENTS)
+    r, c = e // TILE, e % TILE
+    if "col" in ins.mods:
+        r, c = c, r
+    offsets = r[None, :] * stride[:, None] + c[None, :]
+    addresses = base[:, None] + offsets * size
+    owners = rows[:, e % 32]
+    return addresses.reshape(-1), owners.reshape(-1)
+
+
+def _stride_getter(ins, ch, position: int):
+    if len(ins.operands) > position:
+        return ch.src(ins.operands[position], np.uint32)
+    return lambda idx: np.uint32(TILE)
+
+
+def _build_load(ins, ch):
+    halves = _halves(ins.type)
+    regs = _regs(ch, ins.operands[0])
+    access = Access(ins, ch, space_of(ins))
+    get_addr = ch.address(ins.operands[1])
+    get_stride = _stride_getter(ins, ch, 2)
+    dtype = np.dtype(np.float16 if halves else np.float32)
+    size = dtype.itemsize
+
+    def run(idx):
+        rows = _warps(ch, idx)
+        addresses, owners = _addresses(ins, rows, get_addr, get_stride, idx, size)
+        values = np.zeros(addresses.size, dtype)
+        groups = access.locate(owners, addresses, size, False, size)
+        access.count(owners, addresses, size, 1, False)
+        for buf, pos, off in groups:
+            picked = np.take(buf.view(dtype), off // size, mode="wrap")
+            if pos is None:
+                values[:] = picked
+            else:
+                values[pos] = picked
+            if buf is ch.shared.bytes:
+                access.shadow(owners, pos, off, size, "read")
+        _scatter_fragment(regs, rows, values.astype(np.float32).reshape(-1, ELEMENTS), halves)
+
+    return run
+
+
+def _build_store(ins, ch):
+    halves = _halves(ins.type)
+    regs = _regs(ch, ins.operands[1])
+    access = Access(ins, ch, space_of(ins))
+    get_addr = ch.address(ins.operands[0])
+    get_stride = _stride_getter(ins, ch, 2)
+    dtype = np.dtype(np.float16 if halves else np.float32)
+    size = dtype.itemsize
+
+    def run(idx):
+        rows = _warps(ch, idx)
+        addresses, owners = _addresses(ins, rows, get_addr, get_stride, idx, size)
+        values = _gather_fragment(regs, rows, halves).reshape(-1).astype(dtype)
+        groups = access.locate(owners, addresses, size, True, size)
+        access.count(owners, addresses, size, 1, True)
+        for buf, pos, off in groups:
+            buf.view(dtype)[off // size] = values if pos is None else values[pos]
+            if buf is ch.shared.bytes:
+                access.shadow(owners, pos, off, size, "write")
+
+    return run
+
+
+def _build_mma(ins, ch):
+    d, a, b, c = (_regs(ch, o) for o in ins.operands[:4])
+    d_type, c_type = ins.types[-2], ins.types[-1]
+
+    def run(idx):
+        rows = _warps(ch, idx)
+        left = _gather_fragment(a, rows, True).reshape(-1, TILE, TILE)
+        right = _gather_fragment(b, rows, True).reshape(-1, TILE, TILE)
+        acc = _gather_fragment(c, rows, _halves(c_type)).reshape(-1, TILE, TILE)
+        # products of halves are exact in f32; the sum is accumulated in f32 as on tensor cores
+        result = np.matmul(left, right) + acc
+        _scatter_fragment(d, rows, result.reshape(-1, ELEMENTS), _halves(d_type))
+
+    return run
