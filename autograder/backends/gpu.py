@@ -133,18 +133,19 @@ class GpuBackend(Backend):
         return time_case(self, request)
 
     def close(self) -> None:
-        if self._failure is not None:
-            _STRANDED.extend([self._context, dict(self._functions)])
-        elif self._context is not None:
-            self._functions.clear()
+        if self._context is None:
+            return
+        if self._failure is None:
+            self._functions.clear()  # unload the modules while their context lives
             self._context.detach()
+        else:
+            _STRANDED.extend([self._context, dict(self._functions)])
         self._functions.clear()
         self._context = None
 
     def _open_context(self) -> None:
         self._context = self._device.make_context()
         self._cuda.Context.pop()  # made current only around each call (see _active)
-        self._failure = None
 
     @contextlib.contextmanager
     def _active(self):
