@@ -50,6 +50,7 @@ def build_executor(ins: Instr, chunk):
     try:
         if builder is None:
             raise Unsupported(opcode)
+        builder = _packed_types(ins, builder)
         return builder(ins, chunk)
     except (Unsupported, KeyError, IndexError, ValueError, TypeError, AttributeError) as error:
         message = f"{opcode} is not supported by the emulator ({where})"
@@ -59,6 +60,44 @@ def build_executor(ins: Instr, chunk):
             raise Unsupported(message if reason in ("", opcode) else f"{message}: {reason}")
 
         return unsupported
+
+
+MOVES_BITS = frozenset({"ld", "ldu", "st", "mov", "cvt", "selp", "shfl", "wmma", "atom", "red"})
+
+
+def _packed_types(ins: Instr, builder):
+    """f16x2 arithmetic works on the two halves of each 32-bit register; bf16 arithmetic is
+    not emulated (its conversions are)."""
+    packed = ins.types[-1] if ins.types else None
+    if packed == "f16x2" and ins.op in HALF_PAIR_OPS:
+        return build_half_pairs
+    if packed in ("bf16", "bf16x2", "f16x2") and ins.op not in MOVES_BITS:
+        raise Unsupported(f"{packed} arithmetic")
+    return builder
+
+
+HALF_PAIR_OPS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "min": np.fmin, "max": np.fmax,
+    "neg": np.negative, "abs": np.abs,
+    "fma": lambda a, b, c: a.astype(np.float64) * b + c,
+}
+
+
+def build_half_pairs(ins: Instr, ch):
+    fn = HALF_PAIR_OPS[ins.op]
+    gets = [ch.src(o, np.uint32) for o in ins.operands[1:]]
+    put = ch.dst(ins.operands[0], np.uint32)
+
+    def run(idx):
+        n = ch.n if idx is None else idx.size
+        halves = []
+        for get in gets:
+            bits = np.ascontiguousarray(np.atleast_1d(get(idx)), dtype=np.uint32)
+            pair = bits.view(np.float16)
+            halves.append(np.tile(pair, n) if bits.size == 1 and n > 1 else pair)
+        put(idx, np.asarray(fn(*halves)).astype(np.float16).view(np.uint32))
+
+    return run
 
 
 # ----- building blocks ------------------------------------------------------------
@@ -210,7 +249,9 @@ def build_fma(ins, ch):
                 slow(idx)
 
         return run
-    # f64 (and f16): numpy has no fused multiply-add; the product is rounded once more.
+    if dt == np.float16:  # f16 products are exact in f64: one rounding, as fused
+        return lanewise(ins, ch, lambda a, b, c: (a.astype(np.float64) * b + c).astype(dt))
+    # f64: numpy has no fused multiply-add; the product is rounded once more.
     return lanewise(ins, ch, lambda a, b, c: a * b + c)
 
 
