@@ -21,7 +21,7 @@ def resolve(chunk) -> None:
     high = np.where(waiting, wait_pc, -1).max(axis=1)
     exited = (status == DONE).any(axis=1) & has_wait
     mixed = has_wait & (low != high)
-    ids = np.array([_barrier_id(ins) for ins in m.program])
+    ids = m.barrier_ids
     stuck = mixed & (ids[np.minimum(low, len(ids) - 1)] != ids[np.maximum(high, 0)])
     if exited.any():
         _report_exited(chunk, np.flatnonzero(exited & ~stuck), waiting)
@@ -41,7 +41,7 @@ def resolve(chunk) -> None:
     chunk.shared.shadow.barrier()  # blocks without waiting threads have all exited
 
 
-def _barrier_id(ins) -> int:
+def barrier_id(ins) -> int:
     if ins.op not in ("bar", "barrier") or not ins.operands:
         return -1
     first = ins.operands[0]

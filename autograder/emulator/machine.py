@@ -83,6 +83,7 @@ class Machine:
     """One launch: global memory, parameters, findings, counters, and the chunks' runs."""
 
     def __init__(self, ptx: str, lowered_name: str, launch: Launch, budget: int = DEFAULT_BUDGET):
+        from autograder.emulator.barriers import barrier_id
         from autograder.emulator.ops import build_executor, instruction_kind, lane_flops
 
         self.launch = launch
@@ -94,6 +95,7 @@ class Machine:
             raise Unsupported(f"the emulator cannot read this kernel's PTX: {error}") from error
         self.kinds = [instruction_kind(ins) for ins in self.program]
         self.flops = [lane_flops(ins) for ins in self.program]
+        self.barrier_ids = np.array([barrier_id(ins) for ins in self.program] or [-1])
         self._build = build_executor
         self.grid = tuple(launch.grid)
         self.block = tuple(launch.block)
