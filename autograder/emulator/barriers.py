@@ -33,12 +33,34 @@ def resolve(chunk) -> None:
         chunk.status[dead] = DONE
     released = (chunk.status == WAIT)
     lanes = np.flatnonzero(released)
+    _reduce(chunk, lanes)
     chunk.status[lanes] = RUN
     chunk.pc[lanes] = chunk.wait_pc[lanes] + 1
     blocks = np.flatnonzero(has_wait & ~stuck)
     for pc, count in zip(*np.unique(low[blocks], return_counts=True), strict=False):
         m.tally.add(int(pc), "barriers", int(count))
     chunk.shared.shadow.barrier()  # blocks without waiting threads have all exited
+
+
+def _reduce(chunk, lanes: np.ndarray) -> None:
+    """``bar.red`` (``__syncthreads_count/and/or``): each block's predicate reduced, for all."""
+    program = chunk.m.program
+    at = chunk.wait_pc[lanes]
+    for pc in np.unique(at).tolist():
+        ins = program[pc]
+        if "red" not in ins.mods:
+            continue
+        here = lanes[at == pc]
+        pred = ins.operands[-1]
+        values = chunk.reg(pred.name)[here].astype(bool) ^ pred.negate
+        slot = chunk.lane_slot[here]
+        yes = np.bincount(slot, weights=values, minlength=chunk.n_blocks)[slot]
+        everyone = np.bincount(slot, minlength=chunk.n_blocks)[slot]
+        dst = chunk.reg(ins.operands[0].name)
+        if "popc" in ins.mods:
+            dst[here] = yes.astype(dst.dtype)
+        else:
+            dst[here] = (yes == everyone) if "and" in ins.mods else (yes > 0)
 
 
 def barrier_id(ins) -> int:

@@ -62,7 +62,7 @@ def build_executor(ins: Instr, chunk):
         return unsupported
 
 
-MOVES_BITS = frozenset({"ld", "ldu", "st", "mov", "cvt", "selp", "shfl", "wmma", "atom", "red"})
+MOVES_BITS = frozenset({"ld", "ldu", "st", "mov", "cvt", "selp", "shfl", "wmma", "atom", "red", "cp"})
 
 
 def _packed_types(ins: Instr, builder):
@@ -378,6 +378,31 @@ def build_brev(ins, ch):
     return lanewise(ins, ch, brev)
 
 
+def build_bfind(ins, ch):
+    """Position of the most significant non-sign bit (or its distance from the top)."""
+    dt = dtype_of(ins.type)
+    bits = 8 * dt.itemsize
+
+    def bfind(a):
+        x = np.asarray(a)
+        if dt.kind == "i":
+            x = np.where(x < 0, ~x, x)
+        length = bit_length(np.asarray(x).astype(dt).view(np.dtype(f"u{dt.itemsize}")))
+        pos = length - 1
+        if "shiftamt" in ins.mods:
+            pos = np.where(length > 0, bits - 1 - pos, -1)
+        return np.where(length > 0, pos, -1).astype(np.int64).astype(np.uint32)
+
+    return lanewise(ins, ch, bfind, src_type=ins.type, dst_type="u32")
+
+
+def build_sad(ins, ch):
+    dt = dtype_of(ins.type)
+    wide = np.int64 if dt.kind == "i" else np.uint64
+    return lanewise(ins, ch, lambda a, b, c: (np.abs(a.astype(np.int64) - b.astype(np.int64)).astype(wide)
+                                              + c.astype(wide)).astype(dt))
+
+
 def build_bfe(ins, ch):
     dt = dtype_of(ins.type)
     bits = 8 * dt.itemsize
@@ -669,7 +694,8 @@ OPS = {
     "and": _logic(np.bitwise_and, np.logical_and), "or": _logic(np.bitwise_or, np.logical_or),
     "xor": _logic(np.bitwise_xor, np.logical_xor),
     "shl": build_shl, "shr": build_shr, "popc": build_popc, "clz": build_clz, "brev": build_brev,
-    "bfe": build_bfe, "shf": build_shf, "bfi": build_bfi, "prmt": build_prmt,
+    "bfe": build_bfe, "shf": build_shf, "bfind": build_bfind, "sad": build_sad, "bfi": build_bfi,
+    "prmt": build_prmt,
     "setp": build_setp, "set": build_set, "selp": build_selp, "mov": build_mov, "cvt": build_cvt,
     "cvta": build_cvta, "testp": build_testp, "copysign": build_copysign,
     "rcp": build_math(lambda a: (1 / a).astype(a.dtype)),
@@ -682,9 +708,9 @@ OPS = {
     "shfl": collective.build_shfl, "vote": collective.build_vote,
     "activemask": collective.build_activemask, "redux": collective.build_redux,
     "bar": collective.build_bar_warp, "barrier": collective.build_bar_warp,
-    "call": collective.build_call, "wmma": wmma.build_wmma,
+    "call": collective.build_call, "wmma": wmma.build_wmma, "cp": access.build_cp_async,
     "membar": build_nop, "fence": build_nop, "prefetch": build_nop, "prefetchu": build_nop,
     "nanosleep": build_nop, "pmevent": build_nop,
 }
 PURE_OPS = frozenset(OPS) - {"ld", "ldu", "st", "atom", "red", "shfl", "vote", "activemask",
-                             "redux", "bar", "barrier", "call", "wmma"}
+                             "redux", "bar", "barrier", "call", "wmma", "cp"}

@@ -302,3 +302,36 @@ def test_half_precision_arithmetic(rng):
     np.testing.assert_array_equal(o["fused"], (a.astype(np.float64) * b + a).astype(np.float16))
     pairs = np.stack([a, b], axis=1)
     np.testing.assert_array_equal(o["pairs"].reshape(n, 2), pairs * (pairs + pairs))
+
+
+BLOCK_VOTES = r"""
+extern "C" __global__ void votes(const float* x, int* y, unsigned* z) {
+    __shared__ float s[64];
+    int t = threadIdx.x;
+    int c = __syncthreads_count(x[t] > 0.5f);
+    int a = __syncthreads_and(x[t] > 0.1f);
+    int o = __syncthreads_or(x[t] > 0.9f);
+    y[t] = c * 100 + a * 10 + o;
+    z[t] = __ffs(t) + __ffsll((long long)t << 40) + __sad(t, 7, 1);
+    unsigned sa = (unsigned)__cvta_generic_to_shared(&s[t]);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(sa), "l"(x + t));
+    asm volatile("cp.async.commit_group;");
+    asm volatile("cp.async.wait_group 0;");
+    __syncthreads();
+    z[t] += (unsigned)(s[(t + 1) % 64] * 1000.0f);
+}
+"""
+
+
+def test_block_votes_bit_search_and_async_copies(rng):
+    x = rng.random(64, np.float32)
+    result = launch(BLOCK_VOTES, "votes", 1, 64, [Buffer("x", x), out("y", 64, np.int32),
+                                                   out("z", 64, np.uint32)])
+    assert result.findings == []
+    expected = (x > 0.5).sum() * 100 + (x > 0.1).all() * 10 + (x > 0.9).any()
+    np.testing.assert_array_equal(result.outputs["y"], expected)
+    t = np.arange(64)
+    ffs = np.array([(v & -v).bit_length() for v in t.tolist()])
+    ffsll = np.array([((v << 40) & -(v << 40)).bit_length() for v in t.tolist()])
+    copied = (x[(t + 1) % 64] * np.float32(1000)).astype(np.uint32)
+    np.testing.assert_array_equal(result.outputs["z"], ffs + ffsll + np.abs(t - 7) + 1 + copied)
