@@ -180,3 +180,71 @@ def test_transpose_double(rng, rows, cols):
                      Scalar("cols", cols)])
     np.testing.assert_array_equal(result.outputs["out"], x.reshape(rows, cols).T.ravel())
     assert result.findings == []
+
+
+COLLATZ = r"""
+extern "C" __global__ void collatz(const unsigned* start, int* steps, int* first_big, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned v = start[i];
+    int k = 0;
+    first_big[i] = -1;
+    while (v != 1) {
+        if (v & 1) {
+            v = 3 * v + 1;
+            if (v > 1000 && first_big[i] < 0) first_big[i] = k;
+        } else {
+            v >>= 1;
+        }
+        ++k;
+        if (k > 500) return;  // early exit from inside the loop
+    }
+    steps[i] = k;
+}
+"""
+
+
+def _collatz(v: int) -> tuple[int, int]:
+    k, big = 0, -1
+    while v != 1:
+        if v & 1:
+            v = 3 * v + 1
+            if v > 1000 and big < 0:
+                big = k
+        else:
+            v >>= 1
+        k += 1
+        if k > 500:
+            return -2, big
+    return k, big
+
+
+def test_divergent_loops_with_different_trip_counts_and_exits(rng):
+    n = 300
+    start = rng.integers(1, 5000, n).astype(np.uint32)
+    steps = Buffer("steps", np.full(n, -2, np.int32), True)
+    result = launch(COLLATZ, "collatz", 3, 128, [Buffer("start", start), steps, out("first_big", n, np.int32),
+                                                 Scalar("n", n)])
+    expected = [_collatz(int(v)) for v in start]
+    np.testing.assert_array_equal(result.outputs["steps"], [e[0] for e in expected])
+    np.testing.assert_array_equal(result.outputs["first_big"], [e[1] for e in expected])
+    assert result.findings == []
+
+
+GRID_3D = r"""
+extern "C" __global__ void ids(int* out, int nx, int ny, int nz) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    int z = blockIdx.z * blockDim.z + threadIdx.z;
+    if (x < nx && y < ny && z < nz)
+        out[(z * ny + y) * nx + x] = x + 100 * y + 10000 * z + (threadIdx.x / 32) * 1000000 + gridDim.z;
+}
+"""
+
+
+def test_three_dimensional_grid_and_block_ids():
+    nx, ny, nz = 37, 9, 5
+    args = [out("out", nx * ny * nz, np.int32), Scalar("nx", nx), Scalar("ny", ny), Scalar("nz", nz)]
+    result = launch(GRID_3D, "ids", (2, 3, 3), (32, 4, 2), args)
+    z, y, x = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
+    np.testing.assert_array_equal(result.outputs["out"], (x + 100 * y + 10000 * z + 3).ravel())
