@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from autograder.backends.base import Buffer, Finding, Launch, Unsupported
+from autograder.backends.base import Buffer, Finding, Launch, LaunchFailure, Unsupported
 from autograder.emulator.counters import BankModel, Tally, warp_count
 from autograder.emulator.findings import FindingLog, dim3, fmt3
 from autograder.emulator.memory import (
@@ -99,6 +99,7 @@ class Machine:
         self._build = build_executor
         self.grid = tuple(launch.grid)
         self.block = tuple(launch.block)
+        _check_geometry(self.grid, self.block)
         self.threads = int(np.prod(self.block))
         self.n_blocks = int(np.prod(self.grid))
         self.log = FindingLog(self.filename)
@@ -504,6 +505,16 @@ class Chunk:
 
         resolve(self)
         return int(np.count_nonzero(self.status == RUN))
+
+
+def _check_geometry(grid, block) -> None:
+    """Refuse launches a GPU refuses (CUDA's limits for compute capability 9.0)."""
+    if min(*grid, *block) < 1:
+        raise LaunchFailure(f"invalid launch: grid {grid} and block {block} must be positive")
+    if int(np.prod(block)) > 1024 or block[0] > 1024 or block[1] > 1024 or block[2] > 64:
+        raise LaunchFailure(f"invalid launch: a block of {block} threads exceeds 1024 threads (or 64 in z)")
+    if grid[1] > 65535 or grid[2] > 65535 or grid[0] > 2**31 - 1:
+        raise LaunchFailure(f"invalid launch: grid {grid} is too large")
 
 
 def dims_of(linear: np.ndarray, dims) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

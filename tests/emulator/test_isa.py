@@ -335,3 +335,10 @@ def test_block_votes_bit_search_and_async_copies(rng):
     ffsll = np.array([((v << 40) & -(v << 40)).bit_length() for v in t.tolist()])
     copied = (x[(t + 1) % 64] * np.float32(1000)).astype(np.uint32)
     np.testing.assert_array_equal(result.outputs["z"], ffs + ffsll + np.abs(t - 7) + 1 + copied)
+
+
+def test_a_launch_the_gpu_refuses_fails():
+    from autograder.backends.base import LaunchFailure
+
+    with pytest.raises(LaunchFailure, match="1024"):
+        launch(PRINTF, "hello", 1, (64, 32), [Scalar("n", 1)])
