@@ -281,10 +281,7 @@ def build_ld(ins: Instr, ch):
         return _ld_param(ins, ch, dt, puts, addr)
     vec = len(puts)
     total = dt.itemsize * vec
-    access = Access(ins, ch, space)
-    get_addr = ch.address(addr)
-    shift = dt.itemsize.bit_length() - 1
-    check_shared = access.space in ("shared", "generic")
+    access, get_addr, shift, check_shared = _plan(ins, ch, space, addr, dt)
 
     direct = [ch.view(d, dt) for d in (dst.items if isinstance(dst, Vec) else (dst,))]
 
@@ -323,6 +320,12 @@ def build_ld(ins: Instr, ch):
     return run
 
 
+def _plan(ins: Instr, ch, space: str, addr: Addr, dt: np.dtype):
+    """What a load or store needs: its access, address getter, element shift, shadow flag."""
+    access = Access(ins, ch, space)
+    return access, ch.address(addr), dt.itemsize.bit_length() - 1, access.space in ("shared", "generic")
+
+
 def _ld_param(ins, ch, dt, puts, addr: Addr):
     name = addr.base.name if isinstance(addr.base, Sym) else None
     if name in ch.m.param_offset:
@@ -356,10 +359,7 @@ def build_st(ins: Instr, ch):
         return lambda idx: put(idx, gets[0](idx))
     vec = len(gets)
     total = dt.itemsize * vec
-    access = Access(ins, ch, space)
-    get_addr = ch.address(addr)
-    shift = dt.itemsize.bit_length() - 1
-    check_shared = access.space in ("shared", "generic")
+    access, get_addr, shift, check_shared = _plan(ins, ch, space, addr, dt)
 
     def run(idx):
         a = get_addr(idx)

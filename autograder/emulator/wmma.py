@@ -28,10 +28,8 @@ def build_wmma(ins: Instr, ch):
     if "m16n16k16" not in ins.mods:
         raise Unsupported("only m16n16k16 wmma shapes")
     kind = ins.mods[0]
-    if kind == "load":
-        return _build_load(ins, ch)
-    if kind == "store":
-        return _build_store(ins, ch)
+    if kind in ("load", "store"):
+        return _build_transfer(ins, ch, write=kind == "store")
     if kind == "mma":
         return _build_mma(ins, ch)
     raise Unsupported(f"wmma.{kind}")
@@ -107,11 +105,13 @@ def _stride_getter(ins, ch, position: int):
     return lambda idx: np.uint32(TILE)
 
 
-def _build_load(ins, ch):
+def _build_transfer(ins, ch, write: bool):
+    """``wmma.load`` (``write`` False) or ``wmma.store``: one 16 x 16 tile per warp."""
     halves = _halves(ins.type)
-    regs = _regs(ch, ins.operands[0])
+    fragment, pointer = (ins.operands[1], ins.operands[0]) if write else ins.operands[:2]
+    regs = _regs(ch, fragment)
     access = Access(ins, ch, space_of(ins))
-    get_addr = ch.address(ins.operands[1])
+    get_addr = ch.address(pointer)
     get_stride = _stride_getter(ins, ch, 2)
     dtype = np.dtype(np.float16 if halves else np.float32)
     size = dtype.itemsize
@@ -119,41 +119,20 @@ def _build_load(ins, ch):
     def run(idx):
         rows = _warps(ch, idx)
         addresses, owners = _addresses(ins, rows, get_addr, get_stride, idx, size)
-        values = np.zeros(addresses.size, dtype)
-        groups = access.locate(owners, addresses, size, False, size)
-        access.count(owners, addresses, size, 1, False)
+        groups = access.locate(owners, addresses, size, write, size)
+        access.count(owners, addresses, size, 1, write)
+        values = (_gather_fragment(regs, rows, halves).reshape(-1).astype(dtype) if write
+                  else np.zeros(addresses.size, dtype))
         for buf, pos, off in groups:
-            picked = np.take(buf.view(dtype), off // size, mode="wrap")
-            if pos is None:
-                values[:] = picked
+            every = slice(None) if pos is None else pos
+            if write:
+                buf.view(dtype)[off // size] = values[every]
             else:
-                values[pos] = picked
+                values[every] = np.take(buf.view(dtype), off // size, mode="wrap")
             if buf is ch.shared.bytes:
-                access.shadow(owners, pos, off, size, "read")
-        _scatter_fragment(regs, rows, values.astype(np.float32).reshape(-1, ELEMENTS), halves)
-
-    return run
-
-
-def _build_store(ins, ch):
-    halves = _halves(ins.type)
-    regs = _regs(ch, ins.operands[1])
-    access = Access(ins, ch, space_of(ins))
-    get_addr = ch.address(ins.operands[0])
-    get_stride = _stride_getter(ins, ch, 2)
-    dtype = np.dtype(np.float16 if halves else np.float32)
-    size = dtype.itemsize
-
-    def run(idx):
-        rows = _warps(ch, idx)
-        addresses, owners = _addresses(ins, rows, get_addr, get_stride, idx, size)
-        values = _gather_fragment(regs, rows, halves).reshape(-1).astype(dtype)
-        groups = access.locate(owners, addresses, size, True, size)
-        access.count(owners, addresses, size, 1, True)
-        for buf, pos, off in groups:
-            buf.view(dtype)[off // size] = values if pos is None else values[pos]
-            if buf is ch.shared.bytes:
-                access.shadow(owners, pos, off, size, "write")
+                access.shadow(owners, pos, off, size, "write" if write else "read")
+        if not write:
+            _scatter_fragment(regs, rows, values.astype(np.float32).reshape(-1, ELEMENTS), halves)
 
     return run
 
