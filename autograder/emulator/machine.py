@@ -21,7 +21,12 @@ Barriers: a lane at ``bar.sync`` waits; when no lane of the chunk can run, the b
 resolved per block: all live threads at one barrier is a clean barrier; a block with exited
 threads, or with threads waiting at different barriers, is ``barrier_divergence``, released
 as the hardware releases it (exited threads do not hold a barrier up) so outputs stay
-GPU-like; different barrier ids waiting on each other is a ``deadlock``."""
+GPU-like; different barrier ids waiting on each other is a ``deadlock``.
+
+Limits: the lowest PC always runs first, so a lock that one thread of a block spins on
+while another holds it (legal under Volta's independent thread scheduling) spins until
+the instruction budget; ``bar.sync`` with a thread count is treated as a whole-block
+barrier."""
 
 from __future__ import annotations
 
@@ -465,7 +470,7 @@ class Chunk:
                 n_run = self._release()
                 continue
             sel = np.flatnonzero(pc == low)
-            i = int(low)
+            i = cur = int(low)
             if sel.size == n_run:
                 converged, cur = True, i
                 act = None if n_run == n else sel
