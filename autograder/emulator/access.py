@@ -129,24 +129,27 @@ class Access:
         return [(ch.local, pos, lanes[pos] * per_lane + a[pos])]
 
     def _generic(self, idx, a, total, write, elem):
-        k = region_of(a)
         groups = []
-        for kk, space, base in ((SHARED_REGION, "shared", SHARED_REGION << REGION_SHIFT),
-                                (LOCAL_REGION, "local", LOCAL_REGION << REGION_SHIFT),
-                                (None, "global", 0)):
-            here = (k != SHARED_REGION) & (k != LOCAL_REGION) if kk is None else k == kk
-            sub = np.flatnonzero(here)
-            if sub.size == 0:
-                continue
-            sub_idx = sub if idx is None else idx[sub]
+        for sub, sub_idx, rel, space in self._by_window(idx, a):
             self.space = space
             try:
-                found = self.locate(sub_idx, a[sub] - base, total, write, elem)
+                found = self.locate(sub_idx, rel, total, write, elem)
             finally:
                 self.space = "generic"
             for buf, pos, off in found:
                 groups.append((buf, sub if pos is None else sub[pos], off))
         return groups
+
+    @staticmethod
+    def _by_window(idx, a):
+        """Split generic addresses into (positions, lanes, address in its space, space)."""
+        k = region_of(a)
+        for kk, space in ((SHARED_REGION, "shared"), (LOCAL_REGION, "local"), (None, "global")):
+            here = (k != SHARED_REGION) & (k != LOCAL_REGION) if kk is None else k == kk
+            sub = np.flatnonzero(here)
+            if sub.size:
+                base = 0 if kk is None else kk << REGION_SHIFT
+                yield sub, (sub if idx is None else idx[sub]), a[sub] - base, space
 
     # ----- findings ----------------------------------------------------------------
     def _lane(self, idx, pos: int) -> int:
@@ -190,6 +193,14 @@ class Access:
     def count(self, idx, a, total: int, vec: int, write: bool, words=None) -> None:
         """Requests, values, bytes, sectors or wavefronts of one instruction; ``words`` are
         the lanes' shared words when the caller has them (any block offset: banks repeat)."""
+        if self.space == "generic":
+            for _sub, sub_idx, rel, space in self._by_window(idx, a):
+                self.space = space
+                try:
+                    self.count(sub_idx, rel, total, vec, write)
+                finally:
+                    self.space = "generic"
+            return
         ch, tally, i = self.ch, self.m.tally, self.ins.index
         kind = "store" if write else "load"
         lanes = a.size
@@ -207,7 +218,7 @@ class Access:
             wavefronts, minimum = self.m.banks.wavefronts(warps, words, full, words_per_lane)
             tally.add(i, f"shared_{kind}_wavefronts", wavefronts)
             tally.add(i, f"shared_{kind}_conflicts", wavefronts - minimum)
-        elif self.space in ("global", "generic"):
+        elif self.space == "global":
             tally.add(i, f"global_{kind}_requests", requests)
             tally.add(i, f"global_{kind}_values", lanes * vec)
             tally.add(i, f"global_{kind}_bytes", lanes * total)

@@ -128,3 +128,26 @@ def test_divergent_instructions_count_only_active_lanes(rng):
     assert totals["global_load_values"] == 2 * n
     assert totals["global_load_requests"] == 2 * 4  # warps 0..3 (the last one partly active)
     assert totals["warp_instructions"] < totals["lane_instructions"]
+
+
+GENERIC = r"""
+extern "C" __global__ void generic(const float* x, float* y, int use_shared) {
+    __shared__ float s[64];
+    int t = threadIdx.x;
+    s[t] = 2.0f * x[t];
+    __syncthreads();
+    const float* volatile p = use_shared ? s : x;
+    y[t] = p[(t + 1) % 64];  // generic load
+}
+"""
+
+
+def test_generic_addresses_count_in_the_space_they_reach(rng):
+    x = rng.random(64, np.float32)
+    for use_shared, space in ((1, "shared"), (0, "global")):
+        args = [Buffer("x", x), out("y", 64), Scalar("use_shared", use_shared)]
+        result = launch(GENERIC, "generic", 1, 64, args)
+        np.testing.assert_array_equal(result.outputs["y"], np.roll(x, -1) * (2 if use_shared else 1))
+        assert result.findings == []
+        row = result.counters.by_line[line_of(GENERIC, "generic load")]
+        assert row[f"{space}_load_values"] == 64
