@@ -233,7 +233,10 @@ class Access:
         else:
             lanes = ch.all_lanes if idx is None else idx
             threads = ch.tid32[lanes if pos is None else lanes[pos]]
-        words, threads = _words(off >> 2 if words is None else words, total, threads)
+        shift = ch.shared.unit_shift
+        if words is None or shift != 2:
+            words = off >> shift
+        words, threads = _words(words, max(1, total >> shift), threads)
         if how == "atomic":
             shadow.touch(words)
             return
@@ -243,25 +246,26 @@ class Access:
 
     def _report_hazard(self, h) -> None:
         ins, ch, m = self.ins, self.ch, self.m
-        per_block = ch.shared.block_bytes // 4
-        slot, word = divmod(h.word, per_block)
-        var = ch.shared.layout.var_at(word * 4)
+        unit = 1 << ch.shared.unit_shift
+        slot, word = divmod(h.word, ch.shared.block_bytes // unit)
+        var = ch.shared.layout.var_at(word * unit)
         name = var.name if var else "shared memory"
-        index = (word * 4 - var.start) // 4 if var else word
-        bound = var.size // 4 if var else None
+        index = (word * unit - var.start) // unit if var else word
+        bound = var.size // unit if var else None
+        as_units = "as 4-byte words" if unit == 4 else "as bytes"
         tid = dim3(h.thread, m.block)
         block = dim3(int(ch.block_linear[slot]), m.grid)
         who = f"thread {fmt3(tid)} of block {fmt3(block)}"
         where = m.log.where(ins.line)
         if h.other_pc is None:
-            message = (f"{where}: {who} read {name}[{index}] (as 4-byte words) that no thread "
+            message = (f"{where}: {who} read {name}[{index}] ({as_units}) that no thread "
                        "of its block wrote: shared memory starts as garbage")
         else:
             other_line = m.program[h.other_pc].line
             other = "several other threads" if h.other == MANY else f"thread {fmt3(dim3(h.other, m.block))}"
             verb = "read" if h.what.startswith("read") else "wrote"
             other_verb = "read" if h.what.endswith("read") else "wrote"
-            message = (f"{where}: {who} {verb} {name}[{index}] (as 4-byte words), which {other} "
+            message = (f"{where}: {who} {verb} {name}[{index}] ({as_units}), which {other} "
                        f"{other_verb} at line {other_line} with no barrier between ({h.what} race)")
         m.log.add(Finding(h.kind, message, ins.line, tid, block, name, index, bound), h.count)
 
@@ -272,8 +276,18 @@ def _inside_aligned(a: np.ndarray, last: int, total: int, first: int = 0) -> boo
             and not int(np.bitwise_or.reduce(a)) & (total - 1))
 
 
-def _words(words, total, threads):
-    per = max(1, total // 4)
+def narrow_shared_access(program: list[Instr]) -> bool:
+    """Does any load or store reach shared memory with fewer than 4 bytes?"""
+    from autograder.emulator.machine import DTYPES
+
+    return any(
+        ins.op in ("ld", "ldu", "st", "atom", "red") and space_of(ins) in ("shared", "generic")
+        and ins.types and np.dtype(DTYPES.get(ins.type, np.uint32)).itemsize < 4
+        for ins in program
+    )
+
+
+def _words(words, per, threads):
     if per == 1:
         return words, threads
     return (words[:, None] + np.arange(per)).reshape(-1), np.repeat(threads, per)

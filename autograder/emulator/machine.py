@@ -88,6 +88,7 @@ class Machine:
     """One launch: global memory, parameters, findings, counters, and the chunks' runs."""
 
     def __init__(self, ptx: str, lowered_name: str, launch: Launch, budget: int = DEFAULT_BUDGET):
+        from autograder.emulator.access import narrow_shared_access
         from autograder.emulator.barriers import barrier_id
         from autograder.emulator.ops import build_executor, instruction_kind, lane_flops
 
@@ -121,6 +122,7 @@ class Machine:
             [v for v in self.kernel.variables if v.space == "shared"], launch.shared_bytes
         )
         self.local_size = local_bytes(self.kernel.variables)
+        self.shadow_unit = 1 if narrow_shared_access(self.program) else 4
         self._local_offsets()
 
     # ----- setup -------------------------------------------------------------
@@ -231,7 +233,7 @@ class Chunk:
         }
         for name in machine.kernel.call_params:
             self.regs[name] = np.zeros(n, np.uint64)
-        self.shared = SharedMemory(machine.layout, n_blocks)
+        self.shared = SharedMemory(machine.layout, n_blocks, machine.shadow_unit)
         self.shared_base = self.lane_slot * self.shared.block_bytes
         self.local = np.full(max(machine.local_size, 16) * n, 0xFF, np.uint8)
         self._sregs: dict[str, np.ndarray | np.generic] = {}

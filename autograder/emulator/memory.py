@@ -8,8 +8,9 @@ a finding: reads return NaN/garbage bytes (0xFF), writes are dropped, nothing cr
 
 Shared memory: each variable gets a 256-byte red zone before it (a multiple of 128, so
 banks are those of the GPU's own layout) and the block's memory starts as 0xFF garbage.
-Its shadow state (``shadow.py``) is kept per 4-byte word, not per byte: sub-word shared
-arrays written by different threads of one word would read as races."""
+Its shadow state (``shadow.py``) is kept per 4-byte word, or per byte for a kernel that
+reads or writes shared memory in pieces smaller than 4 bytes (a ``char`` or ``__half``
+array written by neighbouring threads must not read as a race)."""
 
 from __future__ import annotations
 
@@ -124,12 +125,13 @@ def _align(x: int, a: int) -> int:
 class SharedMemory:
     """Shared memory of the blocks of one chunk, with its race/initialisation shadow."""
 
-    def __init__(self, layout: SharedLayout, n_blocks: int):
+    def __init__(self, layout: SharedLayout, n_blocks: int, unit: int = 4):
         self.layout = layout
         self.block_bytes = layout.block_bytes
         total = padded(layout.block_bytes * n_blocks)
         self.bytes = np.full(total, GARBAGE, np.uint8)
-        self.shadow = SharedShadow(total // 4, layout.block_bytes // 4)
+        self.unit_shift = unit.bit_length() - 1
+        self.shadow = SharedShadow(total // unit, layout.block_bytes // unit)
 
 
 def local_bytes(variables) -> int:

@@ -1,4 +1,5 @@
-"""Shadow state of shared memory, per 4-byte word, for race and initialisation checks.
+"""Shadow state of shared memory, per 4-byte word (or byte), for race and initialisation
+checks; "word" below means that unit.
 
 Racecheck semantics under the CUDA memory model, with no intra-warp exemption: two
 accesses to one word by different threads of a block, at least one a write, with no

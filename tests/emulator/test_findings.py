@@ -357,3 +357,27 @@ def test_syncwarp_orders_shared_accesses_within_a_warp(rng):
     result = launch(WARP_SYNC, "warp_reduce", 1, 64, [Buffer("x", x), out("y", 1)])
     assert result.findings == []
     np.testing.assert_allclose(result.outputs["y"][0], x.sum(), rtol=1e-5)
+
+
+BYTES = r"""
+extern "C" __global__ void flags(const int* x, int* y) {
+    __shared__ unsigned char seen[128];
+    int t = threadIdx.x;
+    seen[t] = x[t] > 0;  // neighbours share a word
+    __syncthreads();
+#ifdef BUG
+    seen[t ^ 1] = 0;  // a neighbour's byte
+#endif
+    y[t] = seen[127 - t];
+}
+"""
+
+
+def test_byte_arrays_written_by_neighbours_are_not_races(rng):
+    x = rng.integers(-5, 5, 128).astype(np.int32)
+    good = launch(BYTES, "flags", 1, 128, [Buffer("x", x), out("y", 128, np.int32)])
+    assert good.findings == []
+    np.testing.assert_array_equal(good.outputs["y"], (x > 0)[::-1])
+    bad = launch(BYTES, "flags", 1, 128, [Buffer("x", x), out("y", 128, np.int32)], defines=(("BUG", "1"),))
+    assert kinds(bad) == ["shared_race"]
+    assert "(as bytes)" in bad.findings[0].message
