@@ -1,13 +1,16 @@
 """A PTX emulator: NVRTC's PTX for a kernel, run with numpy, one lane per CUDA thread.
 
 Pipeline: ``ptx.py`` parses the text, ``program.py`` decodes it once into instructions,
-``machine.py`` schedules lanes (minimum-PC, barriers), ``ops.py`` is the op table,
-``access.py`` the memory instructions with their diagnostics, ``collective.py`` the warp
-instructions and printf, ``counters.py`` the traffic counters, ``profile.py`` their report.
+``machine.py`` schedules lanes (minimum-PC) and ``barriers.py`` resolves barriers,
+``ops.py`` is the op table, ``access.py`` the memory instructions with their diagnostics,
+``shadow.py`` the race/initialisation shadow of shared memory, ``collective.py`` the warp
+instructions and printf, ``wmma.py`` the warp matrix instructions, ``counters.py`` the
+traffic counters, ``profile.py`` their report, ``findings.py`` the collapsing of findings.
 
 Known limits: no device-function calls except ``printf`` (NVRTC inlines the rest at -O3),
-no textures/surfaces, no wmma/mma, no half-precision arithmetic (conversions are
-supported), no cooperative groups grid sync; f64 ``fma`` rounds twice."""
+no textures/surfaces, no ``mma.sync``/``match.sync``/grid-wide sync, no bf16 arithmetic
+(its conversions are supported), wmma only m16n16k16 with f16 inputs; f64 ``fma`` rounds
+twice; spin locks inside a block and counted named barriers (see ``machine.py``)."""
 
 from __future__ import annotations
 

@@ -102,7 +102,7 @@ class Machine:
         self.kinds = [instruction_kind(ins) for ins in self.program]
         self.flops = [lane_flops(ins) for ins in self.program]
         self.barrier_ids = np.array([barrier_id(ins) for ins in self.program] or [-1])
-        self._build = build_executor
+        self.build_executor = build_executor
         self.grid = tuple(launch.grid)
         self.block = tuple(launch.block)
         _check_geometry(self.grid, self.block)
@@ -237,7 +237,7 @@ class Chunk:
         self.shared_base = self.lane_slot * self.shared.block_bytes
         self.local = np.full(max(machine.local_size, 16) * n, 0xFF, np.uint8)
         self._sregs: dict[str, np.ndarray | np.generic] = {}
-        self.execs = [machine._build(ins, self) for ins in machine.program]
+        self.execs = [machine.build_executor(ins, self) for ins in machine.program]
         self.guards = [self._guard(ins.guard) for ins in machine.program]
 
     def release(self) -> None:
