@@ -11,16 +11,13 @@ from autograder import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = sorted(p.parent.name for p in (ROOT / "assignments").glob("*/spec.py"))
-NO_WMMA = pytest.mark.xfail(reason="the emulator does not run wmma instructions yet", strict=False)
 
 
 def run(*args):
     return CliRunner().invoke(cli.main, [str(a) for a in args])
 
 
-@pytest.mark.parametrize(
-    "assignment", [pytest.param(a, marks=NO_WMMA) if a == "gemm_tensor_core" else a for a in ASSIGNMENTS]
-)
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_reference_scores_full_marks_and_starter_zero(assignment):
     outcome = run("selfcheck", "--course", ROOT, "--backend", "emulator", "--assignment", assignment)
     assert outcome.exit_code == 0, outcome.output
