@@ -146,6 +146,15 @@ def test_unsupported_ptx_fails_the_case_and_flags_the_item(course):
     assert first.score == 0 and first.regrade and "wmma.load.a.sync is not supported" in first.output
 
 
+def test_cases_past_the_submission_time_limit_are_not_run(course_root, backends):
+    rubric = course_root / "rubric.yaml"
+    rubric.write_text(rubric.read_text().replace("submission_s: 300", "submission_s: 0.000001"))
+    course = pipeline.load(course_root)
+    graded = grade(course, backends, course.root / "reference")
+    assert all(r.score == 0 for r in graded.items)
+    assert "not run: the submission's time limit was reached" in graded.items[0].output
+
+
 def test_results_json_shape(course, backends):
     graded = grade(course, backends, course.root / "reference", seed=918273645)
     results = build_results(graded, course.rubric)
