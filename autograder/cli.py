@@ -83,17 +83,26 @@ def grade(submission, course_root, backend, rubric_path, results_path, report_pa
                 submission, course, backends, seed, list(assignments) or None, progress_printer()
             )
         if sanitize:
-            cross_check(graded, course, submission)
-        write_results(results_path, build_results(graded, rubric))
-        if report_path:
-            write_report(report_path, graded, submission)
+            optional("the compute-sanitizer cross-check", cross_check, graded, course, submission)
+        results = build_results(graded, rubric)
     except BaseException as e:  # KeyboardInterrupt and SystemExit too: results.json comes first
         reason = "".join(traceback.format_exception_only(e)).strip()
         write_results(results_path, fallback_results(rubric, reason, time.monotonic() - started))
         click.echo(f"grading failed: {reason}\n(results.json written with every item at 0)", err=True)
         sys.exit(2)
+    write_results(results_path, results)
+    if report_path:
+        optional("the TA report", write_report, report_path, graded, submission)
     total = sum(r.score for r in graded.items)
     click.echo(f"{total:g} / {sum(r.item.points for r in graded.items):g} points -> {results_path}")
+
+
+def optional(what: str, step, *args) -> None:
+    """Run a step the grades do not depend on; its failure is a warning, never a lost grade."""
+    try:
+        step(*args)
+    except Exception as e:
+        click.echo(f"warning: {what} failed: {type(e).__name__}: {e}", err=True)
 
 
 def load_course(root: Path | None) -> pipeline.Course:

@@ -28,6 +28,18 @@ def test_grade_writes_results_and_report(course_root, tmp_path):
     assert (tmp_path / "out/report.md").exists()
 
 
+def test_a_failing_report_costs_no_grades(course_root, tmp_path, monkeypatch):
+    def broken(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(cli, "write_report", broken)
+    results = tmp_path / "results.json"
+    outcome = run("grade", course_root / "reference", "--course", course_root, "--results", results,
+                  "--report", tmp_path / "report")
+    assert outcome.exit_code == 0 and "warning: the TA report failed: OSError: disk full" in outcome.output
+    assert json.loads(results.read_text())["score"] == 10
+
+
 def test_grade_with_a_broken_rubric_still_writes_results(course_root, tmp_path):
     (course_root / "rubric.yaml").write_text("assignments:\n  vec:\n    items:\n      - {check: speed}\n")
     results = tmp_path / "results.json"
