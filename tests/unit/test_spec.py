@@ -1,0 +1,53 @@
+import pytest
+
+from autograder.spec import SpecError, dim3, evaluate, load_course, load_spec
+
+GOOD = """
+from autograder.spec import Array, Spec
+SPEC = Spec(name="{name}", kernel="k", args=(Array("x", "n"),), block=("T",), grid=("cdiv(n, T)",),
+            cases={{"aligned": ({{"n": 64, "T": 32}},)}}, reference=lambda x: {{"x": x}})
+"""
+
+
+def write_spec(root, folder, text):
+    (root / "assignments" / folder).mkdir(parents=True)
+    (root / "assignments" / folder / "spec.py").write_text(text)
+
+
+def test_expressions():
+    case = {"n": 1000, "T": 256}
+    assert evaluate("cdiv(n, T)", case) == 4 and evaluate("n + 4", case) == 1004
+    assert evaluate("min(n, 2 ** 4) * -1", case) == -16 and evaluate(7, case) == 7
+    assert dim3(("T", "2"), case) == (256, 2, 1)
+
+
+@pytest.mark.parametrize(("expression", "words"), [
+    ("m + 1", "unknown parameter 'm'"), ("n +", "cannot evaluate"),
+    ("__import__('os')", "unsupported syntax"),
+    ("n / 0", "division by zero"), ("n.real", "unsupported syntax"),
+])
+def test_bad_expressions_name_themselves(expression, words):
+    with pytest.raises(SpecError, match="cannot evaluate") as error:
+        evaluate(expression, {"n": 1})
+    assert words in str(error.value) and repr(expression) in str(error.value)
+
+
+def test_load_course_finds_every_spec(tmp_path):
+    write_spec(tmp_path, "b", GOOD.format(name="b"))
+    write_spec(tmp_path, "a", GOOD.format(name="a"))
+    (tmp_path / "assignments" / "notes").mkdir()
+    assert list(load_course(tmp_path)) == ["a", "b"]
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    (GOOD.format(name="other"), "SPEC.name is 'other', the folder is 'a'"),
+    ("SPEC = 3\n", "defines no SPEC = Spec(...)"),
+    ("import numpy as np\nSPEC = np.nope\n", "AttributeError"),
+    ("def broken(:\n", "SyntaxError"),
+])
+def test_spec_errors_name_the_file(tmp_path, text, words):
+    write_spec(tmp_path, "a", text)
+    with pytest.raises(SpecError) as error:
+        load_spec(tmp_path / "assignments" / "a")
+    assert str(error.value).startswith(str(tmp_path / "assignments" / "a" / "spec.py"))
+    assert words in str(error.value)
