@@ -42,13 +42,18 @@ MUTANTS = [
     ("cli: no results on a crash", "autograder/cli.py", "        write_results(results_path, fallback_results(rubric, reason, time.monotonic() - started))\n", ""),
     ("cli: selfcheck ignores a scoring starter", "autograder/cli.py", "return [r for r in run if r.score > 0 or r.regrade]", "return []"),
     ("report: no seed", "autograder/report.py", '"seed": grade.seed,', '"seed": None,'),
+    ("spec: folder and name may differ", "autograder/spec.py", "if spec.name != directory.name:", "if False:"),
+    ("spec: unknown parameters read as 0", "autograder/spec.py", '            raise KeyError(f"unknown parameter {node.id!r}")', "            return 0"),
+    ("cli: a failing report zeroes the grades", "autograder/cli.py", "        optional(\"the TA report\", write_report, report_path, graded, submission)", "        write_report(report_path, graded, submission)"),
     ("run_autograder: no fallback", "run_autograder", 'if [ ! -s "$results" ]; then', 'if false; then'),
 ]
 
-def main():
+def main(only=()):
     work = Path(tempfile.mkdtemp()) / "tree"
     rows = []
     for name, path, old, new in MUTANTS:
+        if only and not name.startswith(tuple(only)):
+            continue
         if work.exists():
             shutil.rmtree(work)
         shutil.copytree(SRC, work, ignore=shutil.ignore_patterns(".git", ".whl", "__pycache__", "*.egg-info"))
@@ -56,6 +61,7 @@ def main():
         text = target.read_text()
         if text.count(old) != 1:
             rows.append((name, f"PATTERN FOUND {text.count(old)}x"))
+            print(f"{name:45} {rows[-1][1]}", flush=True)
             continue
         target.write_text(text.replace(old, new))
         started = time.monotonic()
@@ -70,4 +76,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])  # optional name prefixes: run only those mutants
