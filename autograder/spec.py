@@ -132,4 +132,5 @@ def load_spec(directory: Path) -> Spec:
 
 def load_course(root: Path) -> dict[str, Spec]:
     """Every assignment under ``root/assignments``, by name."""
-    return {d.name: load_spec(d) for d in sorted((root / "assignments").iterdir()) if (d / "spec.py").exists()}
+    folders = sorted((root / "assignments").iterdir())
+    return {d.name: load_spec(d) for d in folders if (d / "spec.py").exists()}
