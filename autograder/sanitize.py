@@ -64,6 +64,7 @@ _HAZARD = re.compile(
 _HAZARD_THREAD = re.compile(rf"^(?P<access>Read|Write) Thread {_DIM3} at ")
 _RACE = re.compile(_SEVERITY + r"Race reported between (?P<access>Read|Write) access at ")
 _RACE_OTHER = re.compile(r"^and (?P<access>Read|Write) access at .*?(?:\[(?P<hazards>\d+) hazards?\])?$")
+_MISALIGNED = re.compile(r"\bis misaligned")
 _SUMMARY = re.compile(r"^(?:ERROR|RACECHECK) SUMMARY: (?P<count>\d+)")
 
 
@@ -140,13 +141,18 @@ def _lines(text: str) -> list[str]:
 
 
 def _records(text: str) -> list[_Record]:
+    """Reports from header to the next bare ``=========`` (what follows one belongs to none)."""
     records: list[_Record] = []
+    current: _Record | None = None
     for line in _lines(text):
         header = _header(line)
         if header is not None:
-            records.append(_Record(header))
-        elif records and line and not _SUMMARY.match(line):
-            records[-1].lines.append(line)
+            current = _Record(header)
+            records.append(current)
+        elif not line:
+            current = None
+        elif current is not None:
+            current.lines.append(line)
     return records
 
 
@@ -200,7 +206,7 @@ def _dim(value: Dim3 | None) -> str:
 
 def _invalid_access(record: _Record, tool: str, allocations: Mapping[int, Allocation]) -> Finding:
     header = record.header
-    misaligned = "misaligned" in record.text
+    misaligned = _MISALIGNED.search(record.text) is not None
     kind = "misaligned_access" if misaligned else f"out_of_bounds_{header['access']}"
     file, line = _location(record.text)
     thread, block = _thread_block(record.text)

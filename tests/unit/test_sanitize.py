@@ -85,6 +85,24 @@ RACECHECK_ANALYSIS = """\
 ========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
 """
 
+# CUDA 12.4+ splits the device frame over two lines; CUDA 13 says "Access to ... is out of bounds".
+MEMCHECK_NEW = """\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 4 bytes
+=========     at matmul_naive(const float *, const float *, float *, int, int, int)+0x1f0
+=========        in matmul_naive.cu:12
+=========     by thread (5,15,0) in block (2,7,0)
+=========     Access to 0x7f31c2a04000 is out of bounds
+=========     and is 8 bytes after the nearest allocation at 0x7f31c2a00000 of size 16,376 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: cuLaunchKernel [0x3ea1c] in libcuda.so.1
+=========
+========= Program hit cudaErrorMisalignedAddress (error 716) due to "misaligned address" on CUDA API call to
+=========   cuCtxSynchronize.
+=========
+========= ERROR SUMMARY: 2 errors
+"""
+
 CLEAN = """\
 ========= COMPUTE-SANITIZER
 ========= ERROR SUMMARY: 0 errors
@@ -118,6 +136,14 @@ def test_memcheck_old_format_shared_and_misaligned():
     assert (shared.line, shared.thread) == (14, (9, 0, 0))
     assert "__shared__" in shared.message and shared.message.startswith("window_sum.cu:14:")
     assert kinds["misaligned_access"].line == 16
+
+
+def test_memcheck_new_format_split_location_and_access_wording():
+    (finding,) = sanitize.parse(MEMCHECK_NEW, "memcheck", {16376: sanitize.Allocation("A", 4)})
+    assert finding.kind == "out_of_bounds_read"  # the API error after the report is no part of it
+    assert (finding.line, finding.thread, finding.block) == (12, (5, 15, 0), (2, 7, 0))
+    assert (finding.array, finding.index, finding.bound) == ("A", 4096, 4094)
+    assert finding.message.startswith("matmul_naive.cu:12: thread (5,15,0) of block (2,7,0) read A[4096]")
 
 
 def test_initcheck_uninitialized_global_read():
