@@ -69,7 +69,7 @@ def test_reference_against_itself_is_one_with_a_small_spread(backend, spec):
     assert timing.ratio == pytest.approx(1.0, abs=0.02)
     assert timing.repeats >= 30 and timing.input_sets == 3
     assert timing.student_spread < 0.01 and timing.reference_spread < 0.01
-    assert timing.device and timing.clocks
+    assert timing.device  # clocks are best effort: nvidia-smi may be missing
     if timing.floor_ms is not None:  # a device with measured ceilings
         assert timing.reference_ms > 0.9 * timing.floor_ms
 
