@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from autograder import pipeline
+from autograder import pipeline, policy
 from autograder.backends import NAMES, select_backend
 from autograder.backends.base import BackendError
 from autograder.cases import case_seed, prepare
@@ -190,7 +190,7 @@ def profile(submission, assignment, case_text, as_json, course_root):
         raise click.BadParameter(f"no assignment {assignment!r}", param_hint="--assignment")
     spec = course.specs[assignment]
     case = parse_case(case_text) or spec.cases.get("safety", next(iter(spec.cases.values())))[0]
-    source, problem = pipeline.read_source(submission / f"{assignment}.cu")
+    source, problem = policy.read_source(submission / f"{assignment}.cu")
     if problem:
         raise click.ClickException(problem)
     seed = case_seed(0, assignment, "profile", 0)

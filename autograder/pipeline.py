@@ -24,10 +24,9 @@ from autograder.backends.gpu_timing import timing_request
 from autograder.cases import case_seed, prepare, program
 from autograder.checks import CHECKS, CaseOutcome, ItemResult, compare
 from autograder.performance import Timing
+from autograder.policy import read_source
 from autograder.rubric import Item, Rubric, load_rubric
 from autograder.spec import Spec, load_course
-
-MAX_SOURCE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -189,19 +188,6 @@ def check_item(item: Item, runner: CaseRunner) -> ItemResult:
     except Exception as e:  # a grader bug: this item is lost, the rest are graded
         message = f"grader error ({type(e).__name__}: {e}); this item is flagged for regrading"
         return ItemResult(item, 0.0, message, {"grader_error": repr(e)}, regrade=True)
-
-
-def read_source(path: Path) -> tuple[str, str | None]:
-    """The submitted source, or why it cannot be graded."""
-    if not path.is_file():
-        return "", f"{path.name} was not submitted"
-    data = path.read_bytes()
-    if len(data) > MAX_SOURCE_BYTES:
-        return "", f"{path.name} is {len(data)} bytes; the limit is {MAX_SOURCE_BYTES}"
-    try:
-        return data.decode("utf-8"), None
-    except UnicodeDecodeError as e:
-        return "", f"{path.name} is not UTF-8 text (byte {e.start})"
 
 
 def _compile_problem(backend: Backend, spec: Spec, source: str, items: tuple[Item, ...]) -> str | None:

@@ -35,7 +35,8 @@ from pathlib import Path
 from autograder.backends.base import BackendError, Buffer, Dim3, Finding, Launch
 from autograder.cases import case_seed, prepare
 from autograder.checks import ItemResult
-from autograder.pipeline import Course, Grade, read_source
+from autograder.pipeline import Course, Grade
+from autograder.policy import read_source
 from autograder.spec import Spec
 
 TOOLS = ("memcheck", "racecheck", "initcheck")

@@ -1,0 +1,87 @@
+"""Source policy: what a submitted kernel file must be before any compiler sees it.
+
+A submission is one UTF-8 file of at most 1 MiB that includes nothing but CUDA's and C++'s
+own headers. The include rule is a security boundary, not style: NVRTC reads any file an
+``#include`` names, the reference solutions live on the grading machine beside the
+submission, and a compiler error would echo a file's text back to the student.
+
+The scan splices continued lines, then blanks comments and string literals in one pass
+from left to right (so a ``"/*"`` inside a string cannot hide a directive, and a directive
+inside a raw string is no directive), then looks for ``#include`` in either spelling (``#``
+or the digraph ``%:``). Where it cannot tell, it refuses rather than lets a file through.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+MAX_SOURCE_BYTES = 1 << 20
+
+ALLOWED_HEADERS = frozenset({
+    "cuda_fp16.h", "cuda_bf16.h", "mma.h", "cuda_runtime.h", "cuda_runtime_api.h",
+    "device_launch_parameters.h", "cooperative_groups.h", "cooperative_groups/reduce.h",
+    "cuda/std/cstdint", "cuda/std/limits", "cuda/std/type_traits",
+    "cstdint", "stdint.h", "climits", "limits.h", "cfloat", "float.h", "cmath", "math.h",
+    "cstdio", "stdio.h", "type_traits", "utility",
+})
+
+_DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(include_next|include|import|embed)\b(.*)$", re.M)
+_SYSTEM_HEADER = re.compile(r"^\s*<([^<>\s]+)>\s*$")
+_COMMENT_OR_LITERAL = re.compile(
+    r"""(?P<literal>R"(?P<delimiter>[^()\\\s]{0,16})\(.*?\)(?P=delimiter)"|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')"""
+    r"""|(?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))""",
+    re.S,
+)
+
+
+def read_source(path: Path) -> tuple[str, str | None]:
+    """The submitted source, or why it cannot be graded (the sentence the student reads)."""
+    if not path.is_file():
+        return "", f"{path.name} was not submitted"
+    data = path.read_bytes()
+    if len(data) > MAX_SOURCE_BYTES:
+        return "", f"{path.name} is {len(data)} bytes; the limit is {MAX_SOURCE_BYTES}"
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return "", f"{path.name} is not UTF-8 text (byte {e.start})"
+    return source, include_problem(source, path.name)
+
+
+def include_problem(source: str, filename: str) -> str | None:
+    """Why an ``#include`` of ``source`` is not allowed, naming its line; None when all are."""
+    spliced, physical_line = _logical_lines(source)
+    text = _COMMENT_OR_LITERAL.sub(_blank, spliced)  # same length: positions still match spliced
+    for match in _DIRECTIVE.finditer(text):
+        header = _SYSTEM_HEADER.match(match.group(2))
+        if match.group(1) == "include" and header and header.group(1) in ALLOWED_HEADERS:
+            continue
+        line = physical_line[text.count("\n", 0, match.start())]
+        written = spliced[match.start():match.end()].strip()
+        allowed = ", ".join(f"<{h}>" for h in sorted(ALLOWED_HEADERS))
+        return (f"{filename}:{line}: '{written}' is not allowed: a submission is this one file, "
+                f"and it may include only CUDA's and C++'s own headers: {allowed}")
+    return None
+
+
+def _logical_lines(source: str) -> tuple[str, list[int]]:
+    """Splice backslash-continued lines; return the text and each logical line's first line number."""
+    logical, starts, pending, start = [], [], "", 1
+    for number, line in enumerate(source.replace("\r\n", "\n").split("\n"), start=1):
+        if not pending:
+            start = number
+        if line.endswith("\\"):
+            pending += line[:-1]
+            continue
+        logical.append(pending + line)
+        starts.append(start)
+        pending = ""
+    if pending:
+        logical.append(pending)
+        starts.append(start)
+    return "\n".join(logical), starts
+
+
+def _blank(match: re.Match) -> str:
+    return re.sub(r"[^\n]", " ", match.group(0))

@@ -1,0 +1,68 @@
+"""The source policy: one UTF-8 file that includes only CUDA's and C++'s own headers.
+
+Each hostile spelling below is a way to make NVRTC read a file of the grading machine (the
+reference solutions live beside the submission); each must be refused with its line."""
+
+from pathlib import Path
+
+import pytest
+
+from autograder.policy import MAX_SOURCE_BYTES, include_problem, read_source
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNEL = "__global__ void k(float* x) { x[0] = 1.0f; }\n"
+
+HOSTILE = {
+    "absolute path": ('#include "/autograder/source/reference/window_sum.cu"\n', 1),
+    "angle brackets, absolute": ("#include </etc/passwd>\n", 1),
+    "relative path": ('\n#include "../reference/window_sum.cu"\n', 2),
+    "unknown system header": ("#include <fstream>\n", 1),
+    "macro-expanded": ('#define F "/etc/passwd"\n#include F\n', 2),
+    "digraph": ('%:include "/etc/passwd"\n', 1),
+    "spaces after the hash": ('  #   include "/etc/passwd"\n', 1),
+    "continued directive": ('#inc\\\nlude "/etc/passwd"\n', 1),
+    "include_next": ("#include_next <stdio.h>\n", 1),
+    "after a comment on its line": ('/* note */ #include "/etc/passwd"\n', 1),
+    "after a string holding a comment opener": ('const char* s = "/*";\n#include "/etc/passwd"\n// */\n', 2),
+    "after a raw string holding a quote": ('auto s = R"x(a"b /*)x";\n#include "/etc/passwd"\n// */\n', 2),
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_hostile_includes_are_refused_with_their_line(name):
+    prefix, line = HOSTILE[name]
+    problem = include_problem(prefix + KERNEL, "k.cu")
+    assert problem is not None and problem.startswith(f"k.cu:{line}: ")
+    assert "may include only" in problem
+    assert "include" in problem.split(" is not allowed")[0]  # the student sees what was refused
+
+
+ALLOWED = {
+    "the course's headers": "#include <cuda_fp16.h>\n#include <mma.h>\n",
+    "an include inside a block comment": '/*\n#include "/etc/passwd"\n*/\n',
+    "an include after a line comment": '// #include "/etc/passwd"\n',
+    "an include continued into a line comment": '// see \\\n#include "/etc/passwd"\n',
+    "an include inside a raw string": 'auto s = R"(\n#include "/etc/passwd"\n)";\n',
+}
+
+
+@pytest.mark.parametrize("name", ALLOWED)
+def test_harmless_sources_pass(name):
+    assert include_problem(ALLOWED[name] + KERNEL, "k.cu") is None
+
+
+COURSE_KERNELS = sorted((ROOT / "reference").glob("*.cu")) + sorted((ROOT / "starter").glob("*.cu"))
+
+
+@pytest.mark.parametrize("path", COURSE_KERNELS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_course_kernels_pass(path):
+    assert read_source(path) == (path.read_text(), None)
+
+
+def test_size_encoding_and_absence_are_reported(tmp_path):
+    path = tmp_path / "vector_add.cu"
+    assert read_source(path)[1] == "vector_add.cu was not submitted"
+    path.write_bytes(b"\xff\xfe" + KERNEL.encode())
+    assert "not UTF-8" in read_source(path)[1]
+    path.write_bytes(b" " * (MAX_SOURCE_BYTES + 1))
+    assert "the limit is" in read_source(path)[1]
