@@ -44,7 +44,7 @@ def score_fraction(ratio: float, full_at: float, zero_at: float) -> float:
 
 
 def combined_ratio(ratios: Sequence[float]) -> float:
-    """Geometric mean of per-case ratios (an infinite or NaN ratio makes it so)."""
+    """Geometric mean of per-case ratios (an infinite, NaN or zero ratio makes it so)."""
     if not ratios:
         raise ValueError("no ratios to combine")
     values = np.asarray(ratios, dtype=np.float64)
@@ -52,6 +52,8 @@ def combined_ratio(ratios: Sequence[float]) -> float:
         return math.nan
     if np.isinf(values).any():
         return math.inf
+    if (values == 0).any():  # a counter the student's kernel never incurs: nothing to average
+        return 0.0
     return float(np.exp(np.log(values).mean()))
 
 
