@@ -16,15 +16,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from autograder.compiler import STANDARD_HEADERS
+
 MAX_SOURCE_BYTES = 1 << 20
 
-ALLOWED_HEADERS = frozenset({
+CUDA_HEADERS = frozenset({
     "cuda_fp16.h", "cuda_bf16.h", "mma.h", "cuda_runtime.h", "cuda_runtime_api.h",
-    "device_launch_parameters.h", "cooperative_groups.h", "cooperative_groups/reduce.h",
-    "cuda/std/cstdint", "cuda/std/limits", "cuda/std/type_traits",
-    "cstdint", "stdint.h", "climits", "limits.h", "cfloat", "float.h", "cmath", "math.h",
-    "cstdio", "stdio.h", "type_traits", "utility",
+    "device_launch_parameters.h",
 })
+ALLOWED_HEADERS = CUDA_HEADERS | frozenset(STANDARD_HEADERS)
 
 _DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(include_next|include|import|embed)\b(.*)$", re.M)
 _SYSTEM_HEADER = re.compile(r"^\s*<([^<>\s]+)>\s*$")

@@ -9,7 +9,6 @@ probes in a short child process, so the grader never holds a CUDA context), else
 from __future__ import annotations
 
 from autograder.backends.base import Backend
-from autograder.backends.gpu import gpu_available
 from autograder.backends.worker import WorkerBackend
 
 NAMES = ("auto", "gpu", "emulator")
@@ -20,6 +19,8 @@ def resolve(name: str) -> str:
     if name not in NAMES:
         raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)}")
     if name == "auto":
+        from autograder.backends.gpu import gpu_available  # gpu.py needs the compiler, which needs base.py
+
         return "gpu" if gpu_available() else "emulator"
     return name
 
