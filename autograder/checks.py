@@ -23,6 +23,8 @@ from autograder.rubric import Item
 from autograder.spec import Case, Spec, evaluate
 
 MAX_FINDINGS_SHOWN = 8
+MAX_PRINTED_LINES = 5  # of a kernel's printf output, per case, in the student's feedback
+MAX_REPORTED_STDOUT = 4000  # characters of it per case in the TA report
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class CaseOutcome:
     findings: tuple[Finding, ...] = ()
     counters: Counters | None = None
     elapsed_ms: float | None = None
+    stdout: str = ""  # what the kernel printed (printf)
 
     @property
     def correct(self) -> bool:
@@ -277,6 +280,10 @@ def _messages(findings: list[Finding]) -> list[str]:
 
 def describe(outcome: CaseOutcome) -> str:
     """One case in a few lines a student can act on (no seed)."""
+    return _describe_launch(outcome) + _printed(outcome.stdout)
+
+
+def _describe_launch(outcome: CaseOutcome) -> str:
     head = f"- {outcome.label()} [{outcome.backend}]: "
     if outcome.error:
         return head + outcome.error
@@ -287,6 +294,17 @@ def describe(outcome: CaseOutcome) -> str:
         worst = max((o.max_abs_error or 0.0 for o in outcome.outputs), default=0.0)
         return head + f"correct (max abs error {worst:.3g})"
     return head + "; ".join(problems)
+
+
+def _printed(stdout: str) -> str:
+    lines = stdout.splitlines()
+    if not lines:
+        return ""
+    shown = [f"\n    | {line}" for line in lines[:MAX_PRINTED_LINES]]
+    hidden = len(lines) - MAX_PRINTED_LINES
+    if hidden > 0:
+        shown.append(f"\n    | ... {hidden} more lines")
+    return "\n  your kernel printed:" + "".join(shown)
 
 
 def _describe_output(o: OutputComparison) -> str:
@@ -307,4 +325,5 @@ def case_evidence(o: CaseOutcome) -> dict:
         "outputs": [c.__dict__ for c in o.outputs], "inputs_modified": list(o.inputs_modified),
         "findings": [f.__dict__ for f in o.findings], "elapsed_ms": o.elapsed_ms,
         "counters": dict(o.counters.totals) if o.counters else None,
+        "stdout": o.stdout[:MAX_REPORTED_STDOUT],
     }

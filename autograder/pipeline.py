@@ -120,7 +120,7 @@ class CaseRunner:
         except Exception as e:  # a grader bug: fail this case, grade the rest
             return _fault(outcome, f"grader error: {type(e).__name__}: {e}")
         return _replace(outcome, findings=tuple(result.findings), counters=result.counters,
-                        elapsed_ms=result.elapsed_ms, **evidence)
+                        elapsed_ms=result.elapsed_ms, stdout=result.stdout, **evidence)
 
 
 def _replace(outcome: CaseOutcome, **changes) -> CaseOutcome:

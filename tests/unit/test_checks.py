@@ -128,3 +128,13 @@ def test_traffic_without_counters_is_flagged_not_crashed():
     runs = FakeRuns(safety=[outcome(counters=counted(1))], reference=[outcome(counters=counted(1))])
     result = traffic(item("traffic", metric="sectors", full_at=1.0, zero_at=4.0), runs)
     assert result.regrade and "sectors" in result.output
+
+
+def test_printf_output_is_shown_with_each_case_and_kept_short():
+    printed = "".join(f"thread {t} says hi\n" for t in range(12))
+    chatty = CaseOutcome("safety", 0, {"n": 10}, 123, "emulator",
+                         outputs=(OutputComparison("c", 10, 0, 0, 0.0, 0.0),), stdout=printed)
+    result = correctness(item(), FakeRuns(grading=[chatty]))
+    assert "your kernel printed:\n    | thread 0 says hi\n" in result.output
+    assert "thread 5 says hi" not in result.output and "... 7 more lines" in result.output
+    assert result.evidence["cases"][0]["stdout"] == printed
