@@ -30,7 +30,9 @@ barrier."""
 
 from __future__ import annotations
 
+import functools
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -72,36 +74,72 @@ class BudgetError(Exception):
         self.index = index
 
 
+_DTYPE_OF = {name: np.dtype(t) for name, t in DTYPES.items()}
+
+
 def dtype_of(type_: str) -> np.dtype:
-    return np.dtype(DTYPES[type_])
+    return _DTYPE_OF[type_]
 
 
-def storage_dtype(reg_type: str) -> np.dtype:
+def _storage(reg_type: str) -> np.dtype:
     if reg_type == "pred":
         return np.dtype(np.bool_)
     if reg_type in ("f32", "f64"):
-        return np.dtype(DTYPES[reg_type])
+        return dtype_of(reg_type)
     return np.dtype(STORAGE[dtype_of(reg_type).itemsize])
+
+
+_STORAGE_OF = {name: _storage(name) for name in DTYPES}
+
+
+def storage_dtype(reg_type: str) -> np.dtype:
+    return _STORAGE_OF[reg_type]
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A kernel's PTX parsed and decoded, with what the scheduler needs per instruction;
+    shared read-only by every launch of the same PTX."""
+
+    kernel: Kernel
+    program: list[Instr]
+    kinds: list[int]
+    flops: list[int]
+    barrier_ids: np.ndarray
+    shadow_unit: int  # bytes per shadow word of shared memory
+
+
+@functools.lru_cache(maxsize=32)
+def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
+    """Parse and decode once per PTX text: grading launches one kernel for many cases."""
+    from autograder.emulator.access import narrow_shared_access
+    from autograder.emulator.barriers import barrier_id
+    from autograder.emulator.ops import instruction_kind, lane_flops
+
+    kernel = parse_kernel(ptx, lowered_name, filename)
+    program = decode(kernel)
+    barrier_ids = np.array([barrier_id(ins) for ins in program] or [-1])
+    barrier_ids.setflags(write=False)
+    return Decoded(kernel, program, [instruction_kind(ins) for ins in program],
+                   [lane_flops(ins) for ins in program], barrier_ids,
+                   1 if narrow_shared_access(program) else 4)
 
 
 class Machine:
     """One launch: global memory, parameters, findings, counters, and the chunks' runs."""
 
     def __init__(self, ptx: str, lowered_name: str, launch: Launch, budget: int = DEFAULT_BUDGET):
-        from autograder.emulator.access import narrow_shared_access
-        from autograder.emulator.barriers import barrier_id
-        from autograder.emulator.ops import build_executor, instruction_kind, lane_flops
+        from autograder.emulator.ops import build_executor
 
         self.launch = launch
         self.filename = launch.program.filename
         try:
-            self.kernel: Kernel = parse_kernel(ptx, lowered_name, self.filename)
-            self.program: list[Instr] = decode(self.kernel)
+            decoded = decoded_kernel(ptx, lowered_name, self.filename)
         except (ValueError, KeyError, IndexError) as error:
             raise Unsupported(f"the emulator cannot read this kernel's PTX: {error}") from error
-        self.kinds = [instruction_kind(ins) for ins in self.program]
-        self.flops = [lane_flops(ins) for ins in self.program]
-        self.barrier_ids = np.array([barrier_id(ins) for ins in self.program] or [-1])
+        self.kernel: Kernel = decoded.kernel
+        self.program: list[Instr] = decoded.program
+        self.kinds, self.flops, self.barrier_ids = decoded.kinds, decoded.flops, decoded.barrier_ids
         self.build_executor = build_executor
         self.grid = tuple(launch.grid)
         self.block = tuple(launch.block)
@@ -122,7 +160,7 @@ class Machine:
             [v for v in self.kernel.variables if v.space == "shared"], launch.shared_bytes
         )
         self.local_size = local_bytes(self.kernel.variables)
-        self.shadow_unit = 1 if narrow_shared_access(self.program) else 4
+        self.shadow_unit = decoded.shadow_unit
         self._local_offsets()
 
     # ----- setup -------------------------------------------------------------
@@ -228,11 +266,8 @@ class Chunk:
         self.full_warps = bs % 32 == 0
         self.all_lanes = np.arange(n, dtype=np.int64)
         self.block_linear = first + np.arange(n_blocks, dtype=np.int64)
-        self.regs = {
-            name: np.zeros(n, storage_dtype(t)) for name, t in machine.kernel.registers.items()
-        }
-        for name in machine.kernel.call_params:
-            self.regs[name] = np.zeros(n, np.uint64)
+        self.regs = _registers(machine.kernel, n)
+        self._views: dict[tuple, np.ndarray] = {}
         self.shared = SharedMemory(machine.layout, n_blocks, machine.shadow_unit)
         self.shared_base = self.lane_slot * self.shared.block_bytes
         self.local = np.full(max(machine.local_size, 16) * n, 0xFF, np.uint8)
@@ -244,6 +279,7 @@ class Chunk:
         """Drop the executors (closures over this chunk) so its arrays are freed now."""
         self.execs, self.guards = [], []
         self.regs.clear()
+        self._views.clear()
         self._sregs.clear()
 
     # ----- operand binding -----------------------------------------------------
@@ -255,11 +291,16 @@ class Chunk:
 
     def view(self, operand, dtype) -> np.ndarray | None:
         """The register itself, seen as ``dtype``, when that is a plain reinterpretation."""
-        if isinstance(operand, Reg) and not operand.negate:
+        if type(operand) is not Reg or operand.negate:
+            return None
+        key = (operand.name, dtype)
+        view = self._views.get(key)
+        if view is None:
             storage = self.reg(operand.name)
-            if storage.dtype.itemsize == np.dtype(dtype).itemsize:
-                return storage.view(dtype)
-        return None
+            if storage.dtype.itemsize != np.dtype(dtype).itemsize:
+                return None
+            view = self._views[key] = storage.view(dtype)
+        return view
 
     def full(self, operand, dtype):
         """A value valid for the whole chunk (array or scalar), or None if it must be computed."""
@@ -522,6 +563,20 @@ def _check_geometry(grid, block) -> None:
         raise LaunchFailure(f"invalid launch: a block of {block} threads exceeds 1024 threads (or 64 in z)")
     if grid[1] > 65535 or grid[2] > 65535 or grid[0] > 2**31 - 1:
         raise LaunchFailure(f"invalid launch: grid {grid} is too large")
+
+
+def _registers(kernel: Kernel, n: int) -> dict[str, np.ndarray]:
+    """Every register of ``n`` lanes, zeroed: one allocation per storage type, a row each."""
+    types = {name: storage_dtype(t) for name, t in kernel.registers.items()}
+    types.update(dict.fromkeys(kernel.call_params, np.dtype(np.uint64)))
+    by_type: dict[np.dtype, list[str]] = {}
+    for name, dt in types.items():
+        by_type.setdefault(dt, []).append(name)
+    regs = {}
+    for dt, names in by_type.items():
+        rows = np.zeros((len(names), n), dt)
+        regs.update(zip(names, rows, strict=True))
+    return regs
 
 
 def dims_of(linear: np.ndarray, dims) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
