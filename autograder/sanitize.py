@@ -404,12 +404,11 @@ def run_launches(batch: Path) -> None:
     """The child's side: every launch of ``batch`` on the GPU, with exact allocations.
 
     The GPU backend's canary zones would put a one-past-the-end access inside an
-    allocation, where memcheck cannot see it, so they are turned off in this process.
+    allocation, where memcheck cannot see it, so this backend has none.
     """
     from autograder.backends import gpu
 
-    gpu.CANARY_BYTES = 0
-    backend = gpu.GpuBackend()
+    backend = gpu.GpuBackend(canary_bytes=0)
     try:
         for launch in pickle.loads(batch.read_bytes()):
             try:

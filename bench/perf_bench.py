@@ -94,8 +94,8 @@ def environment() -> dict:
 
 def copy_bandwidth(backend: GpuBackend, nbytes: int = GIB, repeats: int = 20) -> float:
     """Device-to-device copy, bytes read plus bytes written per second (median of events)."""
-    cuda = backend._cuda
-    with backend._active():
+    cuda = backend.driver
+    with backend.active():
         src, dst = cuda.mem_alloc(nbytes), cuda.mem_alloc(nbytes)
         cuda.memset_d32(src, 0x3F800000, nbytes // 4)
         times = []

@@ -85,43 +85,49 @@ def _driver():
 
 
 class GpuBackend(Backend):
-    """Compiles with NVRTC for this device and launches with PyCUDA, in the calling process."""
+    """Compiles with NVRTC for this device and launches with PyCUDA, in the calling process.
+
+    Besides the contract, ``gpu_timing.py`` uses ``driver``, ``device``, ``function(program)``,
+    ``active()``, ``check_usable()`` and ``cuda_failures(...)`` to time launches in this
+    backend's context with the same compile cache and the same crash handling.
+    """
 
     name = "gpu"
 
-    def __init__(self, device: int = 0):
-        self._cuda = _driver()
-        self._cuda.init()
-        self._device = self._cuda.Device(device)
-        major, minor = self._device.compute_capability()
+    def __init__(self, device: int = 0, canary_bytes: int = CANARY_BYTES):
+        self.canary_bytes = canary_bytes  # 0 under compute-sanitizer, which wants exact allocations
+        self.driver = _driver()
+        self.driver.init()
+        self.device = self.driver.Device(device)
+        major, minor = self.device.compute_capability()
         self.arch = f"sm_{major}{minor}"
-        self.device_name = self._device.name()
+        self.device_name = self.device.name()
         self._context = None
         self._failure: str | None = None  # why CUDA is unusable in this process
         self._functions: dict[Program, tuple] = {}  # Program -> (module, function)
         self._open_context()
 
     def compile(self, program: Program) -> None:
-        self._function(program)
+        self.function(program)
 
     def launch(self, launch: Launch) -> LaunchResult:
-        function = self._function(launch.program)
+        function = self.function(launch.program)
         buffers = [arg for arg in launch.args if isinstance(arg, Buffer)]
-        staged = {b.name: _padded(b) for b in buffers}
+        staged = {b.name: _padded(b, self.canary_bytes) for b in buffers}
         allocations = {}
-        with self._active():
+        with self.active():
             try:
-                with self._cuda_failures(launch.program, LaunchFailure):
+                with self.cuda_failures(launch.program, LaunchFailure):
                     for name, padded in staged.items():
                         allocations[name] = self._to_device(padded)
                     elapsed_ms, stdout = self._run(function, launch, allocations)
                     for name, padded in staged.items():
-                        self._cuda.memcpy_dtoh(padded, allocations[name])
+                        self.driver.memcpy_dtoh(padded, allocations[name])
             finally:
                 self._free(allocations.values())
         return LaunchResult(
-            outputs={b.name: _contents(b, staged[b.name]) for b in buffers},
-            findings=[f for b in buffers for f in _canary_findings(b, staged[b.name])],
+            outputs={b.name: _contents(b, staged[b.name], self.canary_bytes) for b in buffers},
+            findings=[f for b in buffers for f in _canary_findings(b, staged[b.name], self.canary_bytes)],
             stdout=stdout,
             elapsed_ms=elapsed_ms,
         )
@@ -144,24 +150,24 @@ class GpuBackend(Backend):
         self._context = None
 
     def _open_context(self) -> None:
-        self._context = self._device.make_context()
-        self._cuda.Context.pop()  # made current only around each call (see _active)
+        self._context = self.device.make_context()
+        self.driver.Context.pop()  # made current only around each call (see active)
 
     @contextlib.contextmanager
-    def _active(self):
+    def active(self):
         """This backend's context, current for the duration of one call."""
         self._context.push()
         try:
             yield
         finally:
             with contextlib.suppress(*self._errors_after_failure()):
-                self._cuda.Context.pop()
+                self.driver.Context.pop()
 
     def _errors_after_failure(self) -> tuple[type, ...]:
         """CUDA errors to ignore while tearing down: none, unless the context is spoiled."""
-        return (self._cuda.Error,) if self._failure is not None else ()
+        return (self.driver.Error,) if self._failure is not None else ()
 
-    def _usable(self) -> None:
+    def check_usable(self) -> None:
         """Refuse work once CUDA is spoiled for this process; only a new process recovers."""
         if self._failure is not None:
             raise LaunchFailure(
@@ -169,12 +175,12 @@ class GpuBackend(Backend):
                 "the grader must start a fresh worker"
             )
 
-    def _function(self, program: Program):
-        self._usable()
+    def function(self, program: Program):
+        self.check_usable()
         if program not in self._functions:
             compiled = compile_cubin(program, self.arch)
-            with self._active(), self._cuda_failures(program, CompileError):
-                module = self._cuda.module_from_buffer(compiled.cubin)
+            with self.active(), self.cuda_failures(program, CompileError):
+                module = self.driver.module_from_buffer(compiled.cubin)
                 self._functions[program] = (module, module.get_function(compiled.lowered_name))
         return self._functions[program][1]
 
@@ -182,10 +188,10 @@ class GpuBackend(Backend):
         """Launch once and wait; return the device time in ms and the kernel's printf output."""
         if launch.shared_bytes > DEFAULT_SHARED_LIMIT:
             function.set_attribute(
-                self._cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared_bytes
+                self.driver.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared_bytes
             )
-        args = [_kernel_arg(arg, allocations) for arg in launch.args]
-        start, end = self._cuda.Event(), self._cuda.Event()
+        args = [_kernel_arg(arg, allocations, self.canary_bytes) for arg in launch.args]
+        start, end = self.driver.Event(), self.driver.Event()
         with _captured_stdout() as printed:
             start.record()
             function(*args, grid=launch.grid, block=launch.block, shared=launch.shared_bytes)
@@ -209,8 +215,8 @@ class GpuBackend(Backend):
         end.synchronize()  # also flushes the kernel's printf buffer
 
     def _to_device(self, padded: np.ndarray):
-        allocation = self._cuda.mem_alloc(padded.nbytes)
-        self._cuda.memcpy_htod(allocation, padded)
+        allocation = self.driver.mem_alloc(padded.nbytes)
+        self.driver.memcpy_htod(allocation, padded)
         return allocation
 
     def _free(self, allocations) -> None:
@@ -221,11 +227,11 @@ class GpuBackend(Backend):
             allocation.free()
 
     @contextlib.contextmanager
-    def _cuda_failures(self, program: Program, error_class: type):
+    def cuda_failures(self, program: Program, error_class: type):
         """Turn a CUDA error into ``error_class`` for the student; note whether CUDA survived it."""
         try:
             yield
-        except self._cuda.Error as e:
+        except self.driver.Error as e:
             survived = self._context_survived()
             if not survived:
                 self._failure = str(e)
@@ -234,8 +240,8 @@ class GpuBackend(Backend):
     def _context_survived(self) -> bool:
         """False after a sticky error (a crashed kernel): every later CUDA call fails too."""
         try:
-            self._cuda.Context.synchronize()
-        except self._cuda.Error:
+            self.driver.Context.synchronize()
+        except self.driver.Error:
             return False
         return True
 
@@ -251,30 +257,30 @@ def _describe(error, survived: bool) -> str:
     return f"the kernel crashed on the GPU: {reason} (the emulator backend names the thread and line)"
 
 
-def _padded(buffer: Buffer) -> np.ndarray:
-    """The buffer's bytes between two canary zones, as one host array."""
+def _padded(buffer: Buffer, canary: int) -> np.ndarray:
+    """The buffer's bytes between two canary zones of ``canary`` bytes, as one host array."""
     data = np.ascontiguousarray(buffer.data).reshape(-1).view(np.uint8)
-    padded = np.full(2 * CANARY_BYTES + data.size, CANARY_BYTE, dtype=np.uint8)
-    padded[CANARY_BYTES : CANARY_BYTES + data.size] = data
+    padded = np.full(2 * canary + data.size, CANARY_BYTE, dtype=np.uint8)
+    padded[canary : canary + data.size] = data
     return padded
 
 
-def _contents(buffer: Buffer, padded: np.ndarray) -> np.ndarray:
+def _contents(buffer: Buffer, padded: np.ndarray, canary: int) -> np.ndarray:
     nbytes = buffer.data.size * buffer.data.dtype.itemsize
-    return padded[CANARY_BYTES : CANARY_BYTES + nbytes].view(buffer.data.dtype).copy()
+    return padded[canary : canary + nbytes].view(buffer.data.dtype).copy()
 
 
-def _kernel_arg(arg, allocations: dict):
+def _kernel_arg(arg, allocations: dict, canary: int):
     if isinstance(arg, Buffer):
-        return np.uintp(int(allocations[arg.name]) + CANARY_BYTES)
+        return np.uintp(int(allocations[arg.name]) + canary)
     return np.dtype(arg.dtype).type(arg.value)
 
 
-def _canary_findings(buffer: Buffer, padded: np.ndarray) -> list[Finding]:
+def _canary_findings(buffer: Buffer, padded: np.ndarray, canary: int) -> list[Finding]:
     n = buffer.data.size
     itemsize = buffer.data.dtype.itemsize
-    before = np.flatnonzero(padded[:CANARY_BYTES] != CANARY_BYTE) - CANARY_BYTES
-    after = np.flatnonzero(padded[CANARY_BYTES + n * itemsize :] != CANARY_BYTE)
+    before = np.flatnonzero(padded[:canary] != CANARY_BYTE) - canary
+    after = np.flatnonzero(padded[canary + n * itemsize :] != CANARY_BYTE)
     zones = [
         (np.unique(before // itemsize), "before the start"),
         (n + np.unique(after // itemsize), "past the end"),

@@ -100,8 +100,8 @@ def timing_request(spec: Spec, sources: Mapping[str, str], case: Case, group: st
 
 def time_case(backend, request: TimingRequest) -> performance.Timing:
     """Run the protocol on ``backend`` (a :class:`GpuBackend`) and return the evidence."""
-    backend._usable()
-    with backend._active(), backend._cuda_failures(request.student[0].program, LaunchFailure):
+    backend.check_usable()
+    with backend.active(), backend.cuda_failures(request.student[0].program, LaunchFailure):
         session = _Session(backend, request)
         try:
             samples, wrong = session.measure()
@@ -169,18 +169,18 @@ class _Session:
     """
 
     def __init__(self, backend, request: TimingRequest):
-        self.cuda = backend._cuda  # the backend's driver module; its context is current
+        self.cuda = backend.driver  # the backend's driver module; its context is current
         self.request = request
         first = request.student[0]
-        self.kernels = {"student": backend._function(first.program),
-                        "reference": backend._function(request.reference)}
+        self.kernels = {"student": backend.function(first.program),
+                        "reference": backend.function(request.reference)}
         if first.shared_bytes > DEFAULT_SHARED_LIMIT:
             for kernel in self.kernels.values():
                 kernel.set_attribute(
                     self.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, first.shared_bytes
                 )
         self.outputs = [(b.name, b.data.size, str(b.data.dtype)) for b in _buffers(first) if b.is_output]
-        self.compare = {dtype: backend._function(_compare_program(dtype)) for _n, _s, dtype in self.outputs}
+        self.compare = {dtype: backend.function(_compare_program(dtype)) for _n, _s, dtype in self.outputs}
         self.stream = self.cuda.Stream()
         self.sets = [_InputSet(self.cuda, launch) for launch in request.student]
         self.working = _Buffers(self.cuda, _buffers(first), upload=False)
@@ -295,7 +295,7 @@ def clocks(backend) -> dict[str, str]:
     names = ("sm_mhz", "mem_mhz", "max_sm_mhz", "power_w", "temperature_c")
     query = "pci.bus_id,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu"
     try:
-        bus = backend._device.pci_bus_id().lower()
+        bus = backend.device.pci_bus_id().lower()
         answer = subprocess.run(
             ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=20, check=True,

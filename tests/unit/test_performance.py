@@ -222,27 +222,27 @@ class _FakeBackend:
     device_name = "Fake GPU"
 
     def __init__(self, kernels):
-        self._cuda = _FakeCuda()
+        self.driver = _FakeCuda()
         self.kernels = kernels  # program source -> Python kernel over (cuda, args)
 
-    def _usable(self):
+    def check_usable(self):
         pass
 
-    def _active(self):
+    def active(self):
         return contextlib.nullcontext()
 
-    def _cuda_failures(self, program, error_class):
+    def cuda_failures(self, program, error_class):
         return contextlib.nullcontext()
 
-    def _function(self, program):
+    def function(self, program):
         if program.filename == "count_mismatches.cu":
             return self._compare
         kernel = self.kernels[program.source]
-        return lambda *args, **launch: kernel(self._cuda, *args)
+        return lambda *args, **launch: kernel(self.driver, *args)
 
     def _compare(self, got, want, n, atol, rtol, bad, **launch):
-        g, w = (self._cuda.view(p, np.float32, int(n)).astype(np.float64) for p in (got, want))
-        self._cuda.view(bad, np.uint32, 1)[0] += int((~(np.abs(g - w) <= atol + rtol * np.abs(w))).sum())
+        g, w = (self.driver.view(p, np.float32, int(n)).astype(np.float64) for p in (got, want))
+        self.driver.view(bad, np.uint32, 1)[0] += int((~(np.abs(g - w) <= atol + rtol * np.abs(w))).sum())
 
 
 def _vector_add(cuda, a, b, c, n, extra=1):
