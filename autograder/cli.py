@@ -138,6 +138,29 @@ def progress_printer():
 
 
 @main.command()
+@click.argument("kernel", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@course_options
+def check(kernel, course_root, backend):
+    """Grade one kernel file (e.g. window_sum.cu) as the grader will, and print all the feedback.
+
+    For students, on a laptop with or without a GPU: the file's name says the assignment.
+    Nothing is written; the exit status is 0 only when every item that ran got full marks.
+    """
+    course = load_course(course_root)
+    if kernel.stem not in course.rubric.assignments:
+        known = ", ".join(f"{name}.cu" for name in course.rubric.assignments)
+        raise click.BadParameter(f"{kernel.name} is no assignment's file; expected one of: {known}")
+    with open_backends(backend or course.rubric.backend, course.rubric.limits.compile_s) as backends:
+        graded = pipeline.grade_submission(kernel.parent, course, backends, None, [kernel.stem])
+    for result in graded.items:
+        output = result.output.replace("\n", "\n    ")
+        click.echo(f"{result.score:g} / {result.item.points:g}  {result.item.name}\n    {output}\n")
+    score, points = sum(r.score for r in graded.items), sum(r.item.points for r in graded.items)
+    click.echo(f"{score:g} / {points:g} points on the {graded.backend} backend")
+    sys.exit(0 if all(r.passed or r.not_run for r in graded.items) else 1)
+
+
+@main.command()
 @course_options
 @click.option("--assignment", "assignments", multiple=True, help="Check only this assignment (repeatable).")
 def selfcheck(course_root, backend, assignments):

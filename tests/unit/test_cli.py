@@ -92,3 +92,18 @@ def test_parse_case():
     assert cli.parse_case(None) is None
     with pytest.raises(Exception, match="not k=v"):
         cli.parse_case("T")
+
+
+def test_check_prints_every_items_feedback_and_fails_an_incomplete_kernel(course_root):
+    good = run("check", course_root / "reference/vec.cu", "--course", course_root)
+    assert good.exit_code == 0, good.output
+    assert "vec correctness" in good.output and "points on the" in good.output
+    stub = run("check", course_root / "starter/vec.cu", "--course", course_root)
+    assert stub.exit_code == 1 and "never written" in stub.output
+
+
+def test_check_names_the_expected_files_for_an_unknown_one(course_root, tmp_path):
+    stray = tmp_path / "vector.cu"
+    stray.write_text("")
+    outcome = run("check", stray, "--course", course_root)
+    assert outcome.exit_code == 2 and "expected one of: vec.cu, grid2d.cu" in outcome.output
