@@ -211,9 +211,6 @@ class Access:
             tally.add(i, f"shared_{kind}_values", lanes * vec)
             words_per_lane = max(1, total // 4)
             words = a >> 2 if words is None else words
-            if words_per_lane > 1:
-                words = (words[:, None] + np.arange(words_per_lane)).reshape(-1)
-                warps = np.repeat(warps, words_per_lane)
             full = idx is None and ch.full_warps
             wavefronts, minimum = self.m.banks.wavefronts(warps, words, full, words_per_lane)
             tally.add(i, f"shared_{kind}_wavefronts", wavefronts)
@@ -236,12 +233,13 @@ class Access:
         shift = ch.shared.unit_shift
         if words is None or shift != 2:
             words = off >> shift
-        words, threads = _words(words, max(1, total >> shift), threads)
+        per = max(1, total >> shift)  # words per lane, a power of two; the access is aligned
+        rows = words if per == 1 else words >> (per.bit_length() - 1)
         if how == "atomic":
-            shadow.touch(words)
+            shadow.touch(rows, per)
             return
         check = shadow.read if how == "read" else shadow.write
-        for hazard in check(words, threads, self.ins.index):
+        for hazard in check(rows, threads, per, self.ins.index):
             self._report_hazard(hazard)
 
     def _report_hazard(self, h) -> None:
@@ -285,12 +283,6 @@ def narrow_shared_access(program: list[Instr]) -> bool:
         and ins.types and np.dtype(DTYPES.get(ins.type, np.uint32)).itemsize < 4
         for ins in program
     )
-
-
-def _words(words, per, threads):
-    if per == 1:
-        return words, threads
-    return (words[:, None] + np.arange(per)).reshape(-1), np.repeat(threads, per)
 
 
 # ----- instruction builders ---------------------------------------------------------

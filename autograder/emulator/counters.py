@@ -67,20 +67,24 @@ class BankModel:
 
     def wavefronts(self, warps: np.ndarray, words: np.ndarray, full_warps: bool,
                    words_per_lane: int = 1) -> tuple[int, int]:
-        """(wavefronts, minimum wavefronts) summed over the warps of one request."""
-        row = 32 * words_per_lane
-        if full_warps and words.size % row == 0 and words.size:
-            rows = words.reshape(-1, row)
+        """(wavefronts, minimum wavefronts) summed over the warps of one request; each lane
+        reads ``words_per_lane`` consecutive words from ``words``."""
+        if full_warps and words.size % 32 == 0 and words.size:
+            rows = words.reshape(-1, 32)
             rel = rows - rows[:, :1]
             if (rel == rel[0]).all():
-                count, minimum = self._row(rel[0])
+                count, minimum = self._row(rel[0], words_per_lane)
                 return count * rows.shape[0], minimum * rows.shape[0]
+        if words_per_lane > 1:
+            words = (words[:, None] + np.arange(words_per_lane)).reshape(-1)
+            warps = np.repeat(warps, words_per_lane)
         return self._general(warps, words)
 
-    def _row(self, rel: np.ndarray) -> tuple[int, int]:
-        key = rel.tobytes()
+    def _row(self, rel: np.ndarray, words_per_lane: int) -> tuple[int, int]:
+        key = (rel.tobytes(), words_per_lane)
         if key not in self._memo:
-            self._memo[key] = _row_wavefronts(rel)
+            every = (rel[:, None] + np.arange(words_per_lane)).reshape(-1)
+            self._memo[key] = _row_wavefronts(every)
         return self._memo[key]
 
     @staticmethod

@@ -14,6 +14,7 @@ array written by neighbouring threads must not read as a race)."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -106,6 +107,7 @@ class SharedLayout:
         end = max((v.start + v.size for v in self.vars), default=0)
         self.block_bytes = _align(end + RED_ZONE, 128)
         self.starts = np.array([v.start for v in self.vars], np.int64)
+        self._start_list = self.starts.tolist()
 
     def _place(self, name: str, start: int, size: int) -> None:
         self.offset[name] = start
@@ -114,7 +116,7 @@ class SharedLayout:
     def var_at(self, offset: int) -> SharedVar | None:
         if not self.vars:
             return None
-        k = int(np.searchsorted(self.starts, offset, side="right")) - 1
+        k = bisect.bisect_right(self._start_list, offset) - 1
         return self.vars[max(k, 0)]
 
 

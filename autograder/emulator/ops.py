@@ -243,8 +243,7 @@ def build_fma(ins, ch):
         def run(idx):
             if idx is None:
                 np.multiply(a_full, b_full, out=scratch, dtype=np.float64)
-                np.add(scratch, c_full, out=scratch)
-                np.copyto(d, scratch, casting="unsafe")
+                np.add(scratch, c_full, out=d, dtype=np.float64, casting="unsafe")  # f64 sum, rounded once
             else:
                 slow(idx)
 
