@@ -28,14 +28,16 @@ def distinct_per_warp(warps: np.ndarray, keys: np.ndarray, row: int | None = Non
         return int(keys.size)
     if row is not None:
         rows = keys.reshape(-1, row)
-        step = np.diff(rows, axis=1)
+        step = rows[:, 1:] - rows[:, :-1]
         if not (step.min() >= 0 or step.max() <= 0):
-            step = np.diff(np.sort(rows, axis=1), axis=1)
+            rows = np.sort(rows, axis=1)
+            step = rows[:, 1:] - rows[:, :-1]
         return rows.shape[0] + int(np.count_nonzero(step))
     combined = (warps << 44) | (keys & ((1 << 44) - 1))
-    step = np.diff(combined)
+    step = combined[1:] - combined[:-1]
     if step.min() < 0:
-        step = np.diff(np.sort(combined))
+        combined = np.sort(combined)
+        step = combined[1:] - combined[:-1]
     return 1 + int(np.count_nonzero(step))
 
 
@@ -43,7 +45,7 @@ def warp_count(warps: np.ndarray) -> int:
     """Distinct warps among lanes sorted by warp."""
     if warps.size < 2:
         return int(warps.size)
-    return 1 + int(np.count_nonzero(np.diff(warps)))
+    return 1 + int(np.count_nonzero(warps[1:] != warps[:-1]))
 
 
 def sectors(warps: np.ndarray, addr: np.ndarray, nbytes: int, full_warps: bool = False) -> int:
