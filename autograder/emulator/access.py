@@ -316,9 +316,9 @@ def build_ld(ins: Instr, ch):
                 where = el + k if k else el
                 # indices are checked already: "wrap" skips numpy's buffered bounds check
                 if idx is None and direct[k] is not None:
-                    np.take(view, where, out=direct[k], mode="wrap")
+                    view.take(where, out=direct[k], mode="wrap")
                 else:
-                    put(idx, np.take(view, where, mode="wrap"))
+                    put(idx, view.take(where, mode="wrap"))
             if shared:
                 access.shadow(idx, None, off, total, "read", words)
             return

@@ -247,11 +247,9 @@ class Machine:
             self.kernel.call_params
         )
 
-    def spend(self, index: int, lanes: int) -> None:
-        self.executed += lanes
-        if self.executed > self.budget:
-            raise BudgetError(index, f"it ran past the budget of {self.budget:,} instructions "
-                                        "(an endless loop?)")
+    def over_budget(self, index: int) -> BudgetError:
+        return BudgetError(index, f"it ran past the budget of {self.budget:,} instructions "
+                                  "(an endless loop?)")
 
     def check_time(self, index: int) -> None:
         if time.monotonic() > self.deadline:
@@ -469,8 +467,15 @@ class Chunk:
     # ----- scheduling --------------------------------------------------------------
     def run(self) -> None:
         m = self.m
+        m.executed = m.budget - self._schedule(m.budget - m.executed)
+
+    def _schedule(self, left: int) -> int:
+        """Run every lane to its end, ``left`` lane instructions at most (BudgetError past
+        them, which ends the launch); returns how many are left."""
+        m = self.m
         execs, kinds, guards = self.execs, m.kinds, self.guards
-        program = m.program
+        plan = list(zip(execs, kinds, guards, strict=True))
+        targets = [ins.target for ins in m.program]
         tally_lanes, tally_warps = m.tally.lanes, m.tally.warps
         warp_of = self.warp_of
         n = self.n
@@ -482,6 +487,7 @@ class Chunk:
         n_run = n
         converged, cur = True, 0
         act, act_n, act_warps, dense = None, n, self.n_warps, True
+        every = None  # what a pure instruction of every active lane gets: None (all lanes) or act
         steps = 0
         while True:
             steps += 1
@@ -489,7 +495,16 @@ class Chunk:
                 m.check_time(cur)
             if converged:
                 i = cur
-                g = guards[i]
+                run, kind, g = plan[i]
+                if g is None and kind == PURE:  # the common case, kept short
+                    tally_lanes[i] += act_n
+                    tally_warps[i] += act_warps
+                    left -= act_n
+                    if left < 0:
+                        raise m.over_budget(i)
+                    run(every)
+                    cur = i + 1
+                    continue
                 if g is None:
                     sel, sel_n, sel_w = act, act_n, act_warps
                 else:
@@ -502,18 +517,19 @@ class Chunk:
                         sel_w = warp_count(warp_of[sel])
                 tally_lanes[i] += sel_n
                 tally_warps[i] += sel_w
-                m.spend(i, sel_n)
-                kind = kinds[i]
+                left -= sel_n
+                if left < 0:
+                    raise m.over_budget(i)
                 if kind == PURE:
                     if sel_n:
-                        execs[i](None if (sel is act and dense) else sel)
+                        run(None if (sel is act and dense) else sel)
                     cur = i + 1
                 elif kind == SIDE:
                     if sel_n:
-                        execs[i](sel)
+                        run(sel)
                     cur = i + 1
                 elif kind == BRA:
-                    target = program[i].target
+                    target = targets[i]
                     if sel_n == act_n:
                         cur = target
                     elif sel_n == 0:
@@ -534,12 +550,13 @@ class Chunk:
                     act_n = act.size
                     act_warps = warp_count(warp_of[act])
                     dense = dense and kind == EXIT
+                    every = None if dense else act
                     cur = i + 1
                 continue
             low = pc.min()
             if low >= BIG:
                 if not (status == WAIT).any():
-                    return
+                    return left
                 n_run = self._release()
                 continue
             sel = np.flatnonzero(pc == low)
@@ -550,19 +567,21 @@ class Chunk:
                 act_n = n_run
                 act_warps = self.n_warps if act is None else warp_count(warp_of[act])
                 dense = not (status == WAIT).any()
+                every = None if dense else act
                 continue
-            g = guards[i]
+            run, kind, g = plan[i]
             gsel = sel if g is None else sel[g()[sel]]
             tally_lanes[i] += gsel.size
             tally_warps[i] += warp_count(warp_of[gsel])
-            m.spend(i, gsel.size)
-            kind = kinds[i]
+            left -= gsel.size
+            if left < 0:
+                raise m.over_budget(i)
             pc[sel] = i + 1
             if kind <= SIDE:
                 if gsel.size:
-                    execs[i](gsel)
+                    run(gsel)
             elif kind == BRA:
-                pc[gsel] = program[i].target
+                pc[gsel] = targets[i]
             elif gsel.size:
                 n_run -= gsel.size
                 self._stop(gsel, i, kind)
