@@ -45,12 +45,14 @@ def resolve(chunk) -> None:
 def _reduce(chunk, lanes: np.ndarray) -> None:
     """``bar.red`` (``__syncthreads_count/and/or``): each block's predicate reduced, for all."""
     program = chunk.m.program
+    if not chunk.m.reductions:
+        return
     at = chunk.wait_pc[lanes]
-    for pc in np.unique(at).tolist():
+    for pc in chunk.m.reductions:
         ins = program[pc]
-        if "red" not in ins.mods:
-            continue
         here = lanes[at == pc]
+        if here.size == 0:
+            continue
         pred = ins.operands[-1]
         values = chunk.reg(pred.name)[here].astype(bool) ^ pred.negate
         slot = chunk.lane_slot[here]

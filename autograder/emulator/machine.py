@@ -127,6 +127,7 @@ class Decoded:
     flops: list[int]
     barrier_ids: np.ndarray
     shadow_unit: int  # bytes per shadow word of shared memory
+    reductions: tuple[int, ...]  # the barriers that reduce a predicate (bar.red), in order
 
 
 @functools.lru_cache(maxsize=32)
@@ -140,9 +141,10 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
     program = decode(kernel)
     barrier_ids = np.array([barrier_id(ins) for ins in program] or [-1])
     barrier_ids.setflags(write=False)
-    return Decoded(kernel, program, [instruction_kind(ins) for ins in program],
-                   [lane_flops(ins) for ins in program], barrier_ids,
-                   1 if narrow_shared_access(program) else 4)
+    kinds = [instruction_kind(ins) for ins in program]
+    reductions = tuple(k for k, ins in enumerate(program) if kinds[k] == BAR and "red" in ins.mods)
+    return Decoded(kernel, program, kinds, [lane_flops(ins) for ins in program], barrier_ids,
+                   1 if narrow_shared_access(program) else 4, reductions)
 
 
 class Machine:
@@ -160,6 +162,7 @@ class Machine:
         self.kernel: Kernel = decoded.kernel
         self.program: list[Instr] = decoded.program
         self.kinds, self.flops, self.barrier_ids = decoded.kinds, decoded.flops, decoded.barrier_ids
+        self.reductions = decoded.reductions
         self.build_executor = build_executor
         self.grid = tuple(launch.grid)
         self.block = tuple(launch.block)
