@@ -201,25 +201,26 @@ class Access:
                 finally:
                     self.space = "generic"
             return
-        ch, tally, i = self.ch, self.m.tally, self.ins.index
-        kind = "store" if write else "load"
+        ch = self.ch
+        events = self.m.tally.events[self.ins.index]
         lanes = a.size
         warps = ch.warp_of if idx is None else ch.warp_of[idx]
         requests = ch.n_warps if idx is None else warp_count(warps)
+        requests_, values_, bytes_, sectors_, wavefronts_, conflicts_ = _EVENTS[self.space, write]
         if self.space == "shared":
-            tally.add(i, f"shared_{kind}_requests", requests)
-            tally.add(i, f"shared_{kind}_values", lanes * vec)
+            events[requests_] += requests
+            events[values_] += lanes * vec
             words_per_lane = max(1, total // 4)
             words = a >> 2 if words is None else words
             full = idx is None and ch.full_warps
             wavefronts, minimum = self.m.banks.wavefronts(warps, words, full, words_per_lane)
-            tally.add(i, f"shared_{kind}_wavefronts", wavefronts)
-            tally.add(i, f"shared_{kind}_conflicts", wavefronts - minimum)
+            events[wavefronts_] += wavefronts
+            events[conflicts_] += wavefronts - minimum
         elif self.space == "global":
-            tally.add(i, f"global_{kind}_requests", requests)
-            tally.add(i, f"global_{kind}_values", lanes * vec)
-            tally.add(i, f"global_{kind}_bytes", lanes * total)
-            tally.add(i, f"global_{kind}_sectors", sectors(warps, a, total, idx is None and ch.full_warps))
+            events[requests_] += requests
+            events[values_] += lanes * vec
+            events[bytes_] += lanes * total
+            events[sectors_] += sectors(warps, a, total, idx is None and ch.full_warps)
 
     def shadow(self, idx, pos, off, total: int, how: str, words=None) -> None:
         """Check and record the shared words lanes ``idx[pos]`` read or wrote (``how``)."""
@@ -266,6 +267,15 @@ class Access:
             message = (f"{where}: {who} {verb} {name}[{index}] ({as_units}), which {other} "
                        f"{other_verb} at line {other_line} with no barrier between ({h.what} race)")
         m.log.add(Finding(h.kind, message, ins.line, tid, block, name, index, bound), h.count)
+
+
+# (space, write) -> the counter names of a request: requests, values, bytes, sectors,
+# wavefronts, conflicts
+_EVENTS = {
+    (space, write): tuple(f"{space}_{'store' if write else 'load'}_{what}" for what in
+                          ("requests", "values", "bytes", "sectors", "wavefronts", "conflicts"))
+    for space in SPACES for write in (False, True)
+}
 
 
 def _inside_aligned(a: np.ndarray, last: int, total: int, first: int = 0) -> bool:

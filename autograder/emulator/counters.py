@@ -50,9 +50,11 @@ def warp_count(warps: np.ndarray) -> int:
 
 def sectors(warps: np.ndarray, addr: np.ndarray, nbytes: int, full_warps: bool = False) -> int:
     first = addr >> 5
-    last = (addr + (nbytes - 1)) >> 5
     row = 32 if full_warps and addr.size % 32 == 0 else None
-    if nbytes <= 32 and np.array_equal(first, last):
+    if nbytes <= 32 and not int(np.bitwise_or.reduce(addr)) & (nbytes - 1):
+        return distinct_per_warp(warps, first, row)  # aligned: each lane in one sector
+    last = (addr + (nbytes - 1)) >> 5
+    if nbytes <= 32 and (first == last).all():
         return distinct_per_warp(warps, first, row)
     if row is not None:
         both = np.concatenate([first.reshape(-1, 32), last.reshape(-1, 32)], axis=1)

@@ -294,7 +294,9 @@ class Chunk:
         self.shared_base = self.lane_slot * self.shared.block_bytes
         self.local = np.full(max(machine.local_size, 16) * n, 0xFF, np.uint8)
         self._sregs: dict[str, np.ndarray | np.generic] = {}
-        self.execs = [machine.build_executor(ins, self) for ins in machine.program]
+        # branches, exits and barriers are the scheduler's: they have no executor
+        self.execs = [machine.build_executor(ins, self) if kind <= SIDE else None
+                      for ins, kind in zip(machine.program, machine.kinds, strict=True)]
         self.guards = [self._guard(ins.guard) for ins in machine.program]
 
     def release(self) -> None:

@@ -44,15 +44,15 @@ def lane_flops(ins: Instr) -> int:
 
 
 def build_executor(ins: Instr, chunk):
-    where = f"{chunk.m.filename}:{ins.line}" if ins.line else chunk.m.filename
-    opcode = ".".join((ins.op, *ins.mods))
     builder = OPS.get(ins.op)
     try:
         if builder is None:
-            raise Unsupported(opcode)
+            raise Unsupported(".".join((ins.op, *ins.mods)))
         builder = _packed_types(ins, builder)
         return builder(ins, chunk)
     except (Unsupported, KeyError, IndexError, ValueError, TypeError, AttributeError) as error:
+        where = f"{chunk.m.filename}:{ins.line}" if ins.line else chunk.m.filename
+        opcode = ".".join((ins.op, *ins.mods))
         message = f"{opcode} is not supported by the emulator ({where})"
         reason = str(error)
 
