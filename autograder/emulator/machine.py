@@ -15,7 +15,9 @@ synchronise with each other, so this is legal.
 Fast path: while every runnable lane of the chunk is at one PC ("converged") the scheduler
 runs instructions back to back without masks or PC arrays; register-only instructions then
 run over all lanes (exited lanes' registers are dead). Otherwise the lanes at the minimum
-PC are compacted with ``np.flatnonzero`` and only those are computed.
+PC are compacted with ``np.flatnonzero`` and run the same way, on their own, until their
+PC reaches the lowest PC of the other runnable lanes (which is what minimum-PC scheduling
+would run anyway), so a guarded loop body costs no PC arrays per instruction either.
 
 Barriers: a lane at ``bar.sync`` waits; when no lane of the chunk can run, the barrier is
 resolved per block: all live threads at one barrier is a clean barrier; a block with exited
@@ -56,7 +58,8 @@ from autograder.emulator.ptx import Kernel, parse_kernel
 
 PURE, SIDE, BRA, EXIT, BAR = range(5)
 RUN, WAIT, DONE = 0, 1, 2
-BIG = np.int64(1 << 40)
+BIG = np.int64(1 << 40)  # the PC of lanes that wait or have exited
+NEVER = 1 << 62  # no lane outside the converged ones can run before them
 STORAGE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 DTYPES = {
     "s8": np.int8, "u8": np.uint8, "b8": np.uint8, "s16": np.int16, "u16": np.uint16,
@@ -493,6 +496,7 @@ class Chunk:
         converged, cur = True, 0
         act, act_n, act_warps, dense = None, n, self.n_warps, True
         every = None  # what a pure instruction of every active lane gets: None (all lanes) or act
+        stop_at = NEVER  # the lowest PC of the runnable lanes outside act
         steps = 0
         while True:
             steps += 1
@@ -500,6 +504,10 @@ class Chunk:
                 m.check_time(cur)
             if converged:
                 i = cur
+                if i >= stop_at:  # the other lanes' turn, or they join these: schedule by PC
+                    pc[act] = i
+                    converged = False
+                    continue
                 run, kind, g = plan[i]
                 if g is None and kind == PURE:  # the common case, kept short
                     tally_lanes[i] += act_n
@@ -565,31 +573,17 @@ class Chunk:
                 n_run = self._release()
                 continue
             sel = np.flatnonzero(pc == low)
-            i = cur = int(low)
+            converged, cur = True, int(low)
             if sel.size == n_run:
-                converged, cur = True, i
                 act = None if n_run == n else sel
                 act_n = n_run
                 act_warps = self.n_warps if act is None else warp_count(warp_of[act])
                 dense = not (status == WAIT).any()
-                every = None if dense else act
-                continue
-            run, kind, g = plan[i]
-            gsel = sel if g is None else sel[g()[sel]]
-            tally_lanes[i] += gsel.size
-            tally_warps[i] += warp_count(warp_of[gsel])
-            left -= gsel.size
-            if left < 0:
-                raise m.over_budget(i)
-            pc[sel] = i + 1
-            if kind <= SIDE:
-                if gsel.size:
-                    run(gsel)
-            elif kind == BRA:
-                pc[gsel] = targets[i]
-            elif gsel.size:
-                n_run -= gsel.size
-                self._stop(gsel, i, kind)
+                stop_at = NEVER
+            else:  # the lanes at the lowest PC run alone until they reach the next lowest
+                act, act_n, act_warps, dense = sel, sel.size, warp_count(warp_of[sel]), False
+                stop_at = int(pc[pc != low].min())
+            every = None if dense else act
 
     def _stop(self, lanes: np.ndarray, i: int, kind: int) -> None:
         """Lanes leave the runnable set: they exit, or wait at a barrier."""
