@@ -131,6 +131,8 @@ class Tally:
         totals = dict.fromkeys(COUNTER_NAMES, 0)
         by_line: dict[int, dict[str, int]] = {}
         for i, line in enumerate(lines):
+            if not self.lanes[i] and not self.events[i]:
+                continue  # never ran: a row of zeros
             row = dict(self.events[i])
             row["lane_instructions"] = self.lanes[i]
             row["warp_instructions"] = self.warps[i]
