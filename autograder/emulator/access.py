@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.backends.base import Finding, Unsupported
-from autograder.emulator.counters import sectors, warp_count
+from autograder.emulator.counters import sectors, warp_count, whole_warps
 from autograder.emulator.findings import dim3, fmt3
 from autograder.emulator.memory import GARBAGE, LOCAL_REGION, REGION_SHIFT, SHARED_REGION, region_of
 from autograder.emulator.program import Addr, Instr, Reg, Sym, Vec
@@ -207,12 +207,12 @@ class Access:
         warps = ch.warp_of if idx is None else ch.warp_of[idx]
         requests = ch.n_warps if idx is None else warp_count(warps)
         requests_, values_, bytes_, sectors_, wavefronts_, conflicts_ = _EVENTS[self.space, write]
+        full = ch.full_warps if idx is None else whole_warps(warps)
         if self.space == "shared":
             events[requests_] += requests
             events[values_] += lanes * vec
             words_per_lane = max(1, total // 4)
             words = a >> 2 if words is None else words
-            full = idx is None and ch.full_warps
             wavefronts, minimum = self.m.banks.wavefronts(warps, words, full, words_per_lane)
             events[wavefronts_] += wavefronts
             events[conflicts_] += wavefronts - minimum
@@ -220,7 +220,7 @@ class Access:
             events[requests_] += requests
             events[values_] += lanes * vec
             events[bytes_] += lanes * total
-            events[sectors_] += sectors(warps, a, total, idx is None and ch.full_warps)
+            events[sectors_] += sectors(warps, a, total, full)
 
     def shadow(self, idx, pos, off, total: int, how: str, words=None) -> None:
         """Check and record the shared words lanes ``idx[pos]`` read or wrote (``how``)."""

@@ -48,6 +48,14 @@ def warp_count(warps: np.ndarray) -> int:
     return 1 + int(np.count_nonzero(warps[1:] != warps[:-1]))
 
 
+def whole_warps(warps: np.ndarray) -> bool:
+    """Is each warp of these entries (grouped by warp) exactly 32 consecutive entries?"""
+    if warps.size % 32 or not warps.size:
+        return False
+    rows = warps.reshape(-1, 32)
+    return bool((rows[:, 0] == rows[:, -1]).all() and (rows[1:, 0] != rows[:-1, 0]).all())
+
+
 def sectors(warps: np.ndarray, addr: np.ndarray, nbytes: int, full_warps: bool = False) -> int:
     first = addr >> 5
     row = 32 if full_warps and addr.size % 32 == 0 else None
