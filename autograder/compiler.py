@@ -20,7 +20,7 @@ EMULATOR_ARCH = "compute_90"  # the virtual architecture the emulator's PTX is w
 
 # NVRTC compiles device code only and finds no C library headers, yet students write
 # `#include <cstdio>` for printf or `<climits>` for INT_MAX. These stand-ins give device code
-# what those headers would (printf and the math functions are built into NVRTC already).
+# what those headers would (printf, assert and the math functions are built into NVRTC already).
 _INTS = """typedef signed char int8_t; typedef short int16_t; typedef int int32_t; typedef long long int64_t;
 typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t; typedef long long intptr_t; typedef unsigned long long uintptr_t;
@@ -49,6 +49,7 @@ _FLOATS = """#define FLT_MAX 3.402823466e+38F
 _BUILT_IN = "/* NVRTC provides this in device code already */\n"
 STANDARD_HEADERS: dict[str, str] = {
     "cstdio": _BUILT_IN, "stdio.h": _BUILT_IN, "cmath": _BUILT_IN, "math.h": _BUILT_IN,
+    "cassert": _BUILT_IN, "assert.h": _BUILT_IN,
     "cstdint": _INTS, "stdint.h": _INTS, "climits": _LIMITS, "limits.h": _LIMITS,
     "cfloat": _FLOATS, "float.h": _FLOATS,
 }
