@@ -209,15 +209,24 @@ def reduction(n: int, T: int, G: int, roof: float):
 
 # --- GEMMs ------------------------------------------------------------------------------------
 
-def atb_case(M, N, K):
-    A, B = rand(K, M), rand(K, N)
+def atb_case(M, N, K, dtype=torch.float32):
+    """The lecture's layout C = AᵀB: A is K x M, B is K x N."""
+    A, B = rand(K, M, dtype=dtype), rand(K, N, dtype=dtype)
     return A, B, A.double().t() @ B.double()
 
 
+def ab_case(M, N, K, dtype=torch.float32):
+    """C = AB: A is M x K, B is K x N."""
+    A, B = rand(M, K, dtype=dtype), rand(K, N, dtype=dtype)
+    return A, B, A.double() @ B.double()
+
+
 @guarded
-def matmul(name: str, M: int, N: int, K: int, roof: float, block, grid, reps=10, **defines):
+def product(name: str, case, M: int, N: int, K: int, roof: float, block, grid, dtype=torch.float32,
+            reps=10, **defines):
+    """Time one matrix-product kernel on fresh inputs from ``case`` and record it against ``roof``."""
     f = kernel(name, **defines)
-    A, B, want = atb_case(M, N, K)
+    A, B, want = case(M, N, K, dtype)
     C = torch.full((M, N), float("nan"), device="cuda")
     args = (cupy_of(A), cupy_of(B), cupy_of(C), np.int32(M), np.int32(N), np.int32(K))
     launch = lambda: f(grid, block, args)  # noqa: E731
@@ -225,6 +234,14 @@ def matmul(name: str, M: int, N: int, K: int, roof: float, block, grid, reps=10,
     err = rel_err(C, want)
     label = name + "".join(f" {k}={v}" for k, v in defines.items())
     record(label, f"{M}x{N}x{K}", median_ms(launch, reps=reps), err, 2 * M * N * K, "TFLOP/s", roof)
+
+
+def matmul(name: str, *args, **kwargs):
+    product(name, atb_case, *args, **kwargs)
+
+
+def gemm(name: str, *args, **kwargs):
+    product(name, ab_case, *args, **kwargs)
 
 
 def matmul_naive(M, N, K, roof):
@@ -237,21 +254,6 @@ def matmul_register_tile(M, N, K, V, roof):
 
 def matmul_block_tile(M, N, K, L, V, S, roof):
     matmul("matmul_block_tile", M, N, K, roof, (L // V, L // V), (cdiv(N, L), cdiv(M, L)), L=L, V=V, S=S)
-
-
-@guarded
-def gemm(name: str, M: int, N: int, K: int, roof: float, block, grid, dtype=torch.float32, reps=10,
-         **defines):
-    f = kernel(name, **defines)
-    A, B = rand(M, K, dtype=dtype), rand(K, N, dtype=dtype)
-    want = A.double() @ B.double()
-    C = torch.full((M, N), float("nan"), device="cuda")
-    args = (cupy_of(A), cupy_of(B), cupy_of(C), np.int32(M), np.int32(N), np.int32(K))
-    launch = lambda: f(grid, block, args)  # noqa: E731
-    launch()
-    err = rel_err(C, want)
-    label = name + "".join(f" {k}={v}" for k, v in defines.items())
-    record(label, f"{M}x{N}x{K}", median_ms(launch, reps=reps), err, 2 * M * N * K, "TFLOP/s", roof)
 
 
 def gemm_tiled(M, N, K, T, roof):
