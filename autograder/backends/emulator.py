@@ -5,10 +5,12 @@ and uninitialised shared read as findings, and counts memory traffic per source 
 
 from __future__ import annotations
 
-from autograder.backends.base import Backend, Launch, LaunchResult, Program
+import contextlib
+
+from autograder.backends.base import Backend, Launch, LaunchResult, Program, Unsupported
 from autograder.compiler import compile_ptx
 from autograder.emulator import emulate
-from autograder.emulator.machine import DEFAULT_BUDGET
+from autograder.emulator.machine import DEFAULT_BUDGET, decode_launchable
 
 
 class EmulatorBackend(Backend):
@@ -18,7 +20,10 @@ class EmulatorBackend(Backend):
         self.budget = budget
 
     def compile(self, program: Program) -> None:
-        compile_ptx(program)
+        """NVRTC's errors, and what a GPU's ptxas would refuse (too much local memory)."""
+        compiled = compile_ptx(program)
+        with contextlib.suppress(Unsupported):  # reported by the launch that meets it
+            decode_launchable(compiled.ptx, compiled.lowered_name, program)
 
     def launch(self, launch: Launch) -> LaunchResult:
         compiled = compile_ptx(launch.program)

@@ -1,5 +1,6 @@
 """Warp-level instructions (shfl.sync, vote.sync, activemask, redux.sync, bar.warp.sync) and
-calls (only ``vprintf``, which is how ``printf`` compiles; its output is captured).
+calls (only ``vprintf``, which is how ``printf`` compiles; its output is captured, and
+``__assertfail``, how a failed ``assert`` compiles: ``aborts.py``).
 
 Warps are 32 consecutive linear thread ids of a block (the last one may be partial). Lanes
 of one warp that are at the same PC run together, so a collective sees every lane of the
@@ -13,6 +14,7 @@ import re
 import numpy as np
 
 from autograder.backends.base import Unsupported
+from autograder.emulator import aborts
 from autograder.emulator.memory import LOCAL_REGION, REGION_SHIFT, SHARED_REGION, region_of
 from autograder.emulator.program import Sym, Vec
 
@@ -141,9 +143,11 @@ def build_bar_warp(ins, ch):
 def build_call(ins, ch):
     syms = [o.name for o in ins.operands if isinstance(o, Sym)]
     target = next((s for s in syms if "," not in s and s not in ch.m.kernel.call_params), None)
+    params = [s.strip() for s in syms[-1].split(",")]
+    if target == "__assertfail":
+        return aborts.build_assertfail(ins, ch, params)
     if target != "vprintf":
         raise Unsupported(f"a call to {target} (device functions must be inlined)")
-    params = [s.strip() for s in syms[-1].split(",")]
     retval = syms[0] if syms[0] in ch.m.kernel.call_params else None
     fmt_reg, args_reg = (ch.reg(p) for p in params)
     put = ch.dst(_reg(retval), np.uint32) if retval else None

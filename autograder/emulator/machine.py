@@ -39,7 +39,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autograder.backends.base import Buffer, Finding, Launch, LaunchFailure, Unsupported
+from autograder.backends.base import (
+    Buffer,
+    CompileError,
+    Finding,
+    Launch,
+    LaunchFailure,
+    Program,
+    Unsupported,
+)
 from autograder.emulator.counters import BankModel, Tally, warp_count
 from autograder.emulator.findings import FindingLog, dim3, fmt3
 from autograder.emulator.memory import (
@@ -68,7 +76,8 @@ DTYPES = {
     "s64": np.int64, "u64": np.uint64, "b64": np.uint64, "f64": np.float64, "pred": np.bool_,
 }
 DEFAULT_BUDGET = 4_000_000_000  # lane instructions per launch
-CHUNK_BYTES = 160 << 20
+CHUNK_BYTES = 160 << 20  # a chunk's registers, local and shared memory (one block at least)
+MAX_LOCAL_BYTES = 512 << 10  # per thread; ptxas refuses more ("uses too much local data")
 MAX_CHUNK_LANES = 1 << 17
 
 
@@ -150,6 +159,28 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
                    1 if narrow_shared_access(program) else 4, reductions)
 
 
+def decode_launchable(ptx: str, lowered_name: str, program: Program) -> Decoded:
+    """The decoded kernel, or the :class:`BackendError` a student reads: ``Unsupported``
+    for PTX the emulator cannot read, ``CompileError`` for a kernel a GPU's ptxas refuses."""
+    try:
+        decoded = decoded_kernel(ptx, lowered_name, program.filename)
+    except (ValueError, KeyError, IndexError) as error:
+        raise Unsupported(f"the emulator cannot read this kernel's PTX: {error}") from error
+    _check_local_frame(decoded.kernel, program)
+    return decoded
+
+
+def _check_local_frame(kernel: Kernel, program: Program) -> None:
+    size = local_bytes(kernel.variables)
+    if size > MAX_LOCAL_BYTES:
+        raise CompileError(
+            f"{program.filename}: error: kernel {program.kernel} needs {size:,} bytes "
+            f"({size / 1024:,.0f} KiB) of local memory per thread for its local arrays, more than "
+            f"the {MAX_LOCAL_BYTES // 1024} KiB a GPU allows (ptxas: \"Entry function uses too much "
+            "local data\"); keep large arrays in global or shared memory"
+        )
+
+
 class Machine:
     """One launch: global memory, parameters, findings, counters, and the chunks' runs."""
 
@@ -158,10 +189,7 @@ class Machine:
 
         self.launch = launch
         self.filename = launch.program.filename
-        try:
-            decoded = decoded_kernel(ptx, lowered_name, self.filename)
-        except (ValueError, KeyError, IndexError) as error:
-            raise Unsupported(f"the emulator cannot read this kernel's PTX: {error}") from error
+        decoded = decode_launchable(ptx, lowered_name, launch.program)
         self.kernel: Kernel = decoded.kernel
         self.program: list[Instr] = decoded.program
         self.kinds, self.flops, self.barrier_ids = decoded.kinds, decoded.flops, decoded.barrier_ids
@@ -318,6 +346,7 @@ class Chunk:
         self._views.clear()
         self._constants.clear()
         self._sregs.clear()
+        self.local = self.shared = None
 
     # ----- operand binding -----------------------------------------------------
     def reg(self, name: str) -> np.ndarray:

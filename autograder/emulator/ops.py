@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.backends.base import Unsupported
-from autograder.emulator import access, collective, wmma
+from autograder.emulator import aborts, access, collective, wmma
 from autograder.emulator.machine import BAR, BRA, EXIT, PURE, SIDE, dtype_of
 from autograder.emulator.memory import LOCAL_REGION, REGION_SHIFT, SHARED_REGION
 from autograder.emulator.program import Instr, Vec
@@ -17,9 +17,9 @@ ROUNDING = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "rna", "rs")
 
 
 def instruction_kind(ins: Instr) -> int:
-    if ins.op in ("bra", "brx"):
+    if ins.op == "bra" and ins.target >= 0:
         return BRA
-    if ins.op in ("ret", "exit", "trap"):
+    if ins.op in ("ret", "exit"):
         return EXIT
     if ins.op in ("bar", "barrier") and "warp" not in ins.mods and "arrive" not in ins.mods:
         return BAR
@@ -666,6 +666,14 @@ def build_math(fn):
     return build
 
 
+def build_unknown_branch(ins, ch):
+    """``brx.idx`` (a jump through a table) and a ``bra`` to no label of the kernel: refused
+    when they first run rather than jumping anywhere."""
+    if ins.op == "brx":
+        raise Unsupported("indirect branches are not emulated")
+    raise Unsupported(f"its target {ins.text.split()[-1]} is not a label of the kernel")
+
+
 def build_nop(ins, ch):
     return lambda idx: None
 
@@ -709,7 +717,9 @@ OPS = {
     "bar": collective.build_bar_warp, "barrier": collective.build_bar_warp,
     "call": collective.build_call, "wmma": wmma.build_wmma, "cp": access.build_cp_async,
     "membar": build_nop, "fence": build_nop, "prefetch": build_nop, "prefetchu": build_nop,
-    "nanosleep": build_nop, "pmevent": build_nop,
+    "nanosleep": build_nop, "pmevent": build_nop, "trap": aborts.build_trap,
+    "bra": build_unknown_branch, "brx": build_unknown_branch,
 }
 PURE_OPS = frozenset(OPS) - {"ld", "ldu", "st", "atom", "red", "shfl", "vote", "activemask",
-                             "redux", "bar", "barrier", "call", "wmma", "cp"}
+                             "redux", "bar", "barrier", "call", "wmma", "cp", "trap",
+                             "bra", "brx"}

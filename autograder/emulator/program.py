@@ -57,7 +57,7 @@ class Instr:
     guard: Reg | None  # "@%p1" / "@!%p1"
     line: int | None
     text: str
-    target: int = -1  # branch target (instruction index) for bra
+    target: int = -1  # branch target (instruction index) of a bra; -1: none or unknown
     extra: dict = field(default_factory=dict)
 
     @property
@@ -91,12 +91,8 @@ def _instr(index: int, text: str, line: int | None, labels: dict[str, int]) -> I
     operands = tuple(_operand(o) for o in _split_operands(parts[1])) if len(parts) > 1 else ()
     types = tuple(m for m in mods if m in TYPES)
     ins = Instr(index, op, tuple(mods), types, operands, guard, line, text.strip())
-    if op == "bra" or op == "brx":
-        target = operands[0]
-        if not isinstance(target, Sym) or target.name not in labels:
-            ins.target = -2
-        else:
-            ins.target = labels[target.name]
+    if op == "bra" and operands and isinstance(operands[0], Sym):
+        ins.target = labels.get(operands[0].name, -1)
     return ins
 
 
