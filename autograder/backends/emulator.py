@@ -20,7 +20,7 @@ class EmulatorBackend(Backend):
         self.budget = budget
 
     def compile(self, program: Program) -> None:
-        """NVRTC's errors, and what a GPU's ptxas would refuse (too much local memory)."""
+        """NVRTC's errors, and a local frame over CUDA's limit per thread."""
         compiled = compile_ptx(program)
         with contextlib.suppress(Unsupported):  # reported by the launch that meets it
             decode_launchable(compiled.ptx, compiled.lowered_name, program)

@@ -7,13 +7,14 @@ Pipeline: ``ptx.py`` parses the text, ``program.py`` decodes it once into instru
 instructions and printf, ``wmma.py`` the warp matrix instructions, ``counters.py`` the
 traffic counters, ``profile.py`` their report, ``findings.py`` the collapsing of findings.
 
-``aborts.py`` is what aborts a launch (``trap``, a failed ``assert``); a local frame a GPU's
-ptxas refuses (over 512 KiB per thread) is a ``CompileError`` (``machine.py``).
+``aborts.py`` is what aborts a launch (``trap``, a failed ``assert``); a local frame over
+CUDA's 512 KiB per thread is a ``CompileError`` (``machine.py``).
 
 Known limits: no device-function calls except ``printf`` and ``assert``'s ``__assertfail``
-(NVRTC inlines the rest at -O3), no indirect branches (``brx.idx``), no textures/surfaces, no ``mma.sync``/``match.sync``/grid-wide sync, no bf16 arithmetic
-(its conversions are supported), wmma only m16n16k16 with f16 inputs; f64 ``fma`` rounds
-twice; spin locks inside a block and counted named barriers (see ``machine.py``)."""
+(NVRTC inlines the rest at -O3), no indirect branches (``brx.idx``), no textures/surfaces,
+no ``mma.sync``/``match.sync``/grid-wide sync, no bf16 arithmetic (its conversions are
+supported), wmma only m16n16k16 with f16 inputs; f64 ``fma`` rounds twice; spin locks inside a block
+and counted named barriers (see ``machine.py``)."""
 
 from __future__ import annotations
 

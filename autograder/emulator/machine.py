@@ -77,7 +77,7 @@ DTYPES = {
 }
 DEFAULT_BUDGET = 4_000_000_000  # lane instructions per launch
 CHUNK_BYTES = 160 << 20  # a chunk's registers, local and shared memory (one block at least)
-MAX_LOCAL_BYTES = 512 << 10  # per thread; ptxas refuses more ("uses too much local data")
+MAX_LOCAL_BYTES = 512 << 10  # local memory per thread, CUDA's limit for compute capability 9.0
 MAX_CHUNK_LANES = 1 << 17
 
 
@@ -161,7 +161,9 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
 
 def decode_launchable(ptx: str, lowered_name: str, program: Program) -> Decoded:
     """The decoded kernel, or the :class:`BackendError` a student reads: ``Unsupported``
-    for PTX the emulator cannot read, ``CompileError`` for a kernel a GPU's ptxas refuses."""
+    for PTX the emulator cannot read, ``CompileError`` for a local frame over CUDA's limit
+    per thread (NVRTC 13.5 and ptxas 13.0 accept one, as a stack frame; a GPU cannot run it,
+    and emulating it would take gigabytes)."""
     try:
         decoded = decoded_kernel(ptx, lowered_name, program.filename)
     except (ValueError, KeyError, IndexError) as error:
@@ -176,8 +178,8 @@ def _check_local_frame(kernel: Kernel, program: Program) -> None:
         raise CompileError(
             f"{program.filename}: error: kernel {program.kernel} needs {size:,} bytes "
             f"({size / 1024:,.0f} KiB) of local memory per thread for its local arrays, more than "
-            f"the {MAX_LOCAL_BYTES // 1024} KiB a GPU allows (ptxas: \"Entry function uses too much "
-            "local data\"); keep large arrays in global or shared memory"
+            f"the {MAX_LOCAL_BYTES // 1024} KiB of local memory CUDA allows a thread; keep large "
+            "arrays in global or shared memory"
         )
 
 
