@@ -15,7 +15,7 @@ _VAR_DECL = re.compile(
 )
 _PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)(?:\[(\d+)\])?")
 _ENTRY = re.compile(r"\.entry\s+([\w$]+)\s*\((.*)\)", re.S)
-_LABEL = re.compile(r"^([\w$.]+):$")
+_LABEL = re.compile(r"^([\w$.]+):\s*(.*)$")  # a label, alone or before a statement
 
 TYPE_BYTES = {
     "pred": 1, "b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2,
@@ -146,7 +146,8 @@ def _tokenize(ptx: str) -> tuple[list[tuple[str, str, int | None]], dict[int, st
             label = _LABEL.match(s)
             if label and not buf.strip():
                 tokens.append(("label", label.group(1), loc))
-                break
+                s = label.group(2)
+                continue
             end = s.find(";")
             if end < 0:
                 buf += " " + s

@@ -124,3 +124,21 @@ def test_a_branch_the_emulator_cannot_resolve_is_refused(rng, replace, opcode, w
     message = str(failure.value)
     assert message.startswith(f"{opcode} is not supported by the emulator ({FILE}:")
     assert why in message
+
+
+JUMP_TABLE = r"""extern "C" __global__ void pick(float* y, int n) {
+    int i = threadIdx.x, v;
+    asm volatile("{\n .reg .u32 %%t;\n ts: .branchtargets L0, L1;\n and.b32 %%t, %1, 1;\n"
+                 " brx.idx %%t, ts;\n L0: mov.u32 %0, 10;\n bra.uni Ld;\n L1: mov.u32 %0, 20;\n Ld:\n }"
+                 : "=r"(v) : "r"(i));
+    if (i < n) y[i] = v;
+}
+"""
+
+
+def test_an_inline_jump_table_is_refused_at_its_brx():
+    with pytest.raises(Unsupported) as failure:
+        launch(JUMP_TABLE, "pick", 1, 32, (out("y", 32), Scalar("n", 32)), filename=FILE)
+    where = f"{FILE}:{line_of(JUMP_TABLE, 'asm')}"
+    assert str(failure.value) == (f"brx.idx is not supported by the emulator ({where}): "
+                                  "indirect branches are not emulated")
