@@ -13,8 +13,8 @@ CUDA's 512 KiB per thread is a ``CompileError`` (``machine.py``).
 Known limits: no device-function calls except ``printf`` and ``assert``'s ``__assertfail``
 (NVRTC inlines the rest at -O3), no indirect branches (``brx.idx``), no textures/surfaces,
 no ``mma.sync``/``match.sync``/grid-wide sync, no bf16 arithmetic (its conversions are
-supported), wmma only m16n16k16 with f16 inputs; f64 ``fma`` rounds twice; spin locks inside a block
-and counted named barriers (see ``machine.py``)."""
+supported), wmma only m16n16k16 with f16 inputs; f64 ``fma`` rounds twice; spin locks
+inside a block and counted named barriers (see ``machine.py``)."""
 
 from __future__ import annotations
 
