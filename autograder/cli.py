@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from autograder import pipeline, policy
+from autograder import class_table, pipeline, policy
 from autograder.backends import NAMES, select_backend
 from autograder.backends.base import BackendError
 from autograder.cases import case_seed, prepare
@@ -135,6 +135,19 @@ def progress_printer():
         click.echo(f"{mark}{result.score:>5g} / {result.item.points:<3g} {result.item.name}")
 
     return show
+
+
+@main.command()
+@click.argument("reports", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the table as CSV.")
+def table(reports, csv_path):
+    """The class table from TA reports (REPORT.json files): one row per submission, one column per item."""
+    columns, rows = class_table.class_rows(list(reports))
+    if csv_path:
+        class_table.write_csv(csv_path, columns, rows)
+    click.echo(class_table.markdown(columns, rows), nl=False)
 
 
 @main.command()

@@ -1,0 +1,51 @@
+"""The class table: one row per graded submission, one column per rubric item.
+
+Built from the TA reports (``report.json`` of each ``autograder grade --report``), so a TA
+can sort a class by any item, see which submissions are flagged for regrading, and open
+the report of any row for its evidence.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+
+def class_rows(reports: list[Path]) -> tuple[list[str], list[dict]]:
+    """The column names (items in rubric order) and one row per report."""
+    columns: list[str] = []
+    rows = []
+    for path in reports:
+        data = json.loads(path.read_text())
+        row = {"report": str(path), "submission": data["submission"], "backend": data["backend"],
+               "score": data["score"], "max_score": data["max_score"],
+               "regrade": "; ".join(i["name"] for i in data["items"] if i["regrade"])}
+        for item in data["items"]:
+            if item["name"] not in columns:
+                columns.append(item["name"])
+            row[item["name"]] = item["score"]
+        rows.append(row)
+    submissions = [row["submission"] for row in rows]
+    for row in rows:  # on Gradescope every report says /autograder/submission: name the report then
+        row["who"] = row["submission"] if submissions.count(row["submission"]) == 1 else row["report"]
+    return columns, rows
+
+
+def write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
+    fields = ["who", "submission", "score", "max_score", *columns, "regrade", "backend", "report"]
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def markdown(columns: list[str], rows: list[dict]) -> str:
+    """Submissions by score (lowest first, as a TA reads them), items as columns."""
+    head = ["submission", "score", *columns, "regrade"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in sorted(rows, key=lambda r: (r["score"], r["who"])):
+        cells = [row["who"], f"{row['score']:g} / {row['max_score']:g}"]
+        cells += [f"{row[c]:g}" if c in row else "" for c in columns] + [row["regrade"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
