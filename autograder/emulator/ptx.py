@@ -1,5 +1,6 @@
 """Parse PTX text, as NVRTC writes it, into plain data: kernels, their parameters,
-registers, variables and statements, each statement with its source line (from ``.loc``)."""
+registers, variables and statements, each statement with its source line (from ``.loc``).
+The module's ``.func`` bodies are parsed alike and inlined into the kernel (``inline.py``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ _VAR_DECL = re.compile(
 )
 _PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)(?:\[(\d+)\])?")
 _ENTRY = re.compile(r"\.entry\s+([\w$]+)\s*\((.*)\)", re.S)
+_FUNC = re.compile(r"\.func\s+(?:\((?P<returns>[^)]*)\)\s*)?(?P<name>[\w$]+)\s*(?:\((?P<params>.*)\))?", re.S)
 _LABEL = re.compile(r"^([\w$.]+):\s*(.*)$")  # a label, alone or before a statement
 
 TYPE_BYTES = {
@@ -62,22 +64,39 @@ class Kernel:
     labels: dict[str, int] = field(default_factory=dict)  # label -> index of the next statement
 
 
+@dataclass
+class Function:
+    """A ``.func`` defined in the module: ``body`` holds its parameters, registers, local
+    variables, statements and labels; ``returns`` names its return parameters."""
+
+    body: Kernel
+    returns: list[str]
+
+
 def parse_kernel(ptx: str, kernel_name: str, filename: str) -> Kernel:
-    """The kernel named ``kernel_name`` (its lowered name) from PTX text."""
+    """The kernel named ``kernel_name`` (its lowered name) from PTX text, with the module's
+    device functions it calls inlined."""
+    from autograder.emulator.inline import inline_calls
+
     tokens, files = _tokenize(ptx)
     main_file = _main_file(files, filename)
     module_vars: list[Variable] = []
+    functions: dict[str, Function] = {}
+    kernel = None
     depth = 0
     i = 0
     while i < len(tokens):
         kind, text, _loc = tokens[i]
-        if kind == "header":
-            match = _ENTRY.search(text)
+        entry, func = (_ENTRY.search(text), _FUNC.search(text)) if kind == "header" else (None, None)
+        if entry or func:  # a .section's braces are only counted
             end = _block_end(tokens, i + 1)
-            if match and match.group(1) == kernel_name:
-                kernel = Kernel(kernel_name, _params(match.group(2)), variables=list(module_vars))
+            if entry and entry.group(1) == kernel_name:
+                kernel = Kernel(kernel_name, _params(entry.group(2)))
                 _fill_body(kernel, tokens[i + 2 : end], main_file)
-                return kernel
+            elif func and not entry:
+                body = Kernel(func["name"], _params(func["params"] or ""))
+                _fill_body(body, tokens[i + 2 : end], main_file)
+                functions[body.name] = Function(body, [p.name for p in _params(func["returns"] or "")])
             i = end + 1
             continue
         if kind == "{" or kind == "}":
@@ -87,7 +106,11 @@ def parse_kernel(ptx: str, kernel_name: str, filename: str) -> Kernel:
             if var is not None:
                 module_vars.append(var)
         i += 1
-    raise KeyError(f"kernel {kernel_name} not found in PTX")
+    if kernel is None:
+        raise KeyError(f"kernel {kernel_name} not found in PTX")
+    kernel.variables[:0] = module_vars
+    inline_calls(kernel, functions, filename)
+    return kernel
 
 
 def parse_variable(text: str) -> Variable | None:

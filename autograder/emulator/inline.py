@@ -1,0 +1,203 @@
+"""Inline the module's device functions into the kernel before decoding, as a compiler
+would: each call site gets a copy of the callee's body with its registers, labels and
+``.local`` frame renamed (``%f1`` -> ``%f1_i3``), its ``ret`` a branch to the statement after
+the call, and its ``.loc`` lines kept, so findings name the callee's source line.
+
+Parameters pass through registers: the caller's ``st.param [param0+off]`` before the call
+and the callee's ``ld.param [f_param_0+off]`` both become a ``mov`` of one register per call
+site, parameter and offset (a *slot*), and likewise ``st.param [func_retval0+off]`` in the
+callee and ``ld.param [retval0+off]`` after the call. Nested calls inline recursively;
+recursion and calls through a function pointer stay ``Unsupported``. Each call site keeps
+its own local frame, so the frames of sibling calls add up where a GPU would reuse one."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from autograder.backends.base import Unsupported
+from autograder.emulator.ptx import TYPE_BYTES, Function, Kernel, Statement
+
+_CALL = re.compile(
+    r"^(?P<guard>@!?%[\w$]+\s+)?call(?:\.uni)?\s+(?:\((?P<returns>[^)]*)\)\s*,\s*)?"
+    r"(?P<target>[%\w$]+)\s*(?:,\s*\((?P<args>[^)]*)\))?\s*(?:,\s*[\w$]+)?$", re.S,
+)
+_PARAM_ACCESS = re.compile(
+    r"^(?P<op>ld|st)\.param(?P<mods>(?:\.\w+)+)\s+(?P<a>.*?)\s*,\s*(?P<b>.*)$", re.S,
+)
+_ADDRESS = re.compile(r"^\[\s*([\w$]+)\s*(?:\+\s*(\d+))?\s*\]$")
+_RET = re.compile(r"^(@!?%[\w$]+\s+)?ret(?:\.uni)?$")
+_NAME = re.compile(r"[%$\w.]+")
+
+Item = Statement | str  # a statement, or the name of a label before the next statement
+
+
+def inline_calls(kernel: Kernel, functions: dict[str, Function], filename: str) -> None:
+    """Replace every call of ``kernel`` to a function of ``functions`` by its body."""
+    inliner = _Inliner(kernel, functions, filename)
+    items = inliner.expand(_items(kernel), kernel.call_params, {}, ())
+    kernel.body, kernel.labels = [], {}
+    for item in items:
+        if isinstance(item, str):
+            kernel.labels[item] = len(kernel.body)
+        else:
+            kernel.body.append(item)
+
+
+def _items(body: Kernel) -> list[Item]:
+    at: dict[int, list[str]] = {}
+    for label, index in body.labels.items():
+        at.setdefault(index, []).append(label)
+    items: list[Item] = []
+    for index, statement in enumerate(body.body):
+        items += at.get(index, [])
+        items.append(statement)
+    return items + at.get(len(body.body), [])
+
+
+def _callee(item: Item, functions: dict[str, Function]) -> str | None:
+    """The name of the module function ``item`` calls directly, if it is such a call."""
+    if isinstance(item, str):
+        return None
+    match = _CALL.match(item.text)
+    return match["target"] if match and match["target"] in functions else None
+
+
+class _Inliner:
+    def __init__(self, kernel: Kernel, functions: dict[str, Function], filename: str):
+        self.kernel = kernel
+        self.functions = functions
+        self.filename = filename
+        self.sites = itertools.count(1)
+
+    def expand(self, items: list[Item], call_params, bound: dict[str, tuple[int, str]],
+               stack: tuple[str, ...]) -> list[Item]:
+        """``items`` with their calls inlined; ``bound`` maps the enclosing function's own
+        parameters to (call site, caller's parameter), ``call_params`` are its call
+        sequences' ``.param`` names."""
+        sites = self._sites(items)
+        out: list[Item] = []
+        for k, item in enumerate(items):
+            if isinstance(item, str):
+                out.append(item)
+                continue
+            if k in sites[0]:
+                out += self._inline(item, sites[0][k], stack)
+                continue
+            access = _PARAM_ACCESS.match(item.text)
+            if access is None:
+                out.append(item)
+                continue
+            name, offset = _param_address(access)
+            if name in bound:
+                site, name = bound[name]
+            elif name in call_params and sites[1 if access["op"] == "st" else 2][k] is not None:
+                site = sites[1 if access["op"] == "st" else 2][k]
+            else:
+                out.append(item)
+                continue
+            out += self._moves(item, access, site, name, offset)
+        return out
+
+    def _sites(self, items: list[Item]):
+        """(call site of each inlined call by position, the site of the next call after
+        each position if it is inlined, the site of the previous call likewise)."""
+        at: dict[int, int] = {}
+        is_call = [not isinstance(item, str) and bool(_CALL.match(item.text)) for item in items]
+        for k, item in enumerate(items):
+            if is_call[k] and _CALL.match(item.text)["target"].startswith("%"):
+                raise Unsupported("calls through a function pointer are not emulated "
+                                  f"({self.filename}:{item.line})")
+            if _callee(item, self.functions):
+                at[k] = next(self.sites)
+        following: list[int | None] = [None] * len(items)
+        current = None
+        for k in range(len(items) - 1, -1, -1):
+            following[k] = current
+            if is_call[k]:
+                current = at.get(k)
+        preceding: list[int | None] = [None] * len(items)
+        current = None
+        for k in range(len(items)):
+            preceding[k] = current
+            if is_call[k]:
+                current = at.get(k)
+        return at, following, preceding
+
+    def _inline(self, call: Statement, site: int, stack: tuple[str, ...]) -> list[Item]:
+        match = _CALL.match(call.text)
+        name = match["target"]
+        if name in stack:
+            raise Unsupported(f"recursive device functions are not emulated ({self.filename}:{call.line})")
+        function = self.functions[name]
+        body = function.body
+        returns = _names(match["returns"])
+        args = _names(match["args"])
+        if len(returns) != len(function.returns) or len(args) != len(body.params):
+            raise Unsupported(f"a call to {name} does not match its declaration")
+        bound = dict(zip(function.returns, ((site, r) for r in returns), strict=True))
+        bound.update(zip((p.name for p in body.params), ((site, a) for a in args), strict=True))
+        end = f"$__ret_i{site}"
+        out: list[Item] = []
+        if match["guard"]:
+            guard = match["guard"].strip()[1:]
+            flipped = guard[1:] if guard.startswith("!") else "!" + guard
+            out.append(Statement(f"@{flipped} bra.uni {end}", call.line))
+        copy = self._copy(body, site, end, call.line)
+        out += self.expand(copy, body.call_params, bound, (*stack, name))
+        return [*out, end]
+
+    def _copy(self, body: Kernel, site: int, end: str, line: int | None) -> list[Item]:
+        """The callee's statements and labels with its names made unique to ``site``."""
+        rename = {name: f"{name}_i{site}" for name in (*body.registers, *body.labels)}
+        for var in body.variables:
+            rename[var.name] = f"{var.name}_i{site}"
+            self.kernel.variables.append(type(var)(**{**var.__dict__, "name": rename[var.name]}))
+        for reg, type_ in body.registers.items():
+            self.kernel.registers[rename[reg]] = type_
+        for name, type_ in body.call_params.items():
+            self.kernel.call_params.setdefault(name, type_)
+        copy: list[Item] = []
+        for item in _items(body):
+            if isinstance(item, str):
+                copy.append(rename[item])
+                continue
+            text = _NAME.sub(lambda m: rename.get(m.group(0), m.group(0)), item.text)
+            ret = _RET.match(text)
+            if ret:
+                text = f"{ret.group(1) or ''}bra.uni {end}"
+            copy.append(Statement(text, item.line or line))
+        return copy
+
+    def _moves(self, item: Statement, access, site: int, name: str, offset: int) -> list[Statement]:
+        """``ld.param``/``st.param`` of a parameter slot as ``mov``s, one per vector element."""
+        mods = [m for m in access["mods"].split(".") if m]
+        type_ = next(m for m in reversed(mods) if m in TYPE_BYTES)
+        size = TYPE_BYTES[type_]
+        values = access["a"] if access["op"] == "ld" else access["b"]
+        elements = [v.strip() for v in values.strip().strip("{}").split(",")]
+        moves = []
+        for k, value in enumerate(elements):
+            if value == "_":
+                continue
+            slot = self._slot(site, name, offset + k * size, size)
+            pair = (value, slot) if access["op"] == "ld" else (slot, value)
+            moves.append(Statement(f"mov.{type_} {pair[0]}, {pair[1]}", item.line))
+        return moves
+
+    def _slot(self, site: int, name: str, offset: int, size: int) -> str:
+        slot = f"%{name}_{offset}_c{site}"
+        self.kernel.registers.setdefault(slot, f"b{8 * size}")
+        return slot
+
+
+def _param_address(access) -> tuple[str, int]:
+    address = access["b"] if access["op"] == "ld" else access["a"]
+    match = _ADDRESS.match(address.strip())
+    if match is None:
+        return "", 0
+    return match.group(1), int(match.group(2) or 0)
+
+
+def _names(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
