@@ -1,6 +1,7 @@
 """A PTX emulator: NVRTC's PTX for a kernel, run with numpy, one lane per CUDA thread.
 
-Pipeline: ``ptx.py`` parses the text, ``program.py`` decodes it once into instructions,
+Pipeline: ``ptx.py`` parses the text, ``inline.py`` inlines the device functions NVRTC
+left as calls (``__noinline__``), ``program.py`` decodes it once into instructions,
 ``machine.py`` schedules lanes (minimum-PC) and ``barriers.py`` resolves barriers,
 ``ops.py`` is the op table, ``access.py`` the memory instructions with their diagnostics,
 ``shadow.py`` the race/initialisation shadow of shared memory, ``collective.py`` the warp
@@ -10,8 +11,9 @@ traffic counters, ``profile.py`` their report, ``findings.py`` the collapsing of
 ``aborts.py`` is what aborts a launch (``trap``, a failed ``assert``); a local frame over
 CUDA's 512 KiB per thread is a ``CompileError`` (``machine.py``).
 
-Known limits: no device-function calls except ``printf`` and ``assert``'s ``__assertfail``
-(NVRTC inlines the rest at -O3), no indirect branches (``brx.idx``), no textures/surfaces,
+Known limits: no recursive device functions, calls through function pointers or calls to
+functions the module does not define (other than ``printf`` and ``assert``'s
+``__assertfail``), no indirect branches (``brx.idx``), no textures/surfaces,
 no ``mma.sync``/``match.sync``/grid-wide sync, no bf16 arithmetic (its conversions are
 supported), wmma only m16n16k16 with f16 inputs; f64 ``fma`` rounds twice; spin locks
 inside a block and counted named barriers (see ``machine.py``)."""

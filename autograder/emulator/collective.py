@@ -1,6 +1,7 @@
 """Warp-level instructions (shfl.sync, vote.sync, activemask, redux.sync, bar.warp.sync) and
-calls (only ``vprintf``, which is how ``printf`` compiles; its output is captured, and
-``__assertfail``, how a failed ``assert`` compiles: ``aborts.py``).
+calls to functions the module does not define (only ``vprintf``, which is how ``printf``
+compiles; its output is captured, and ``__assertfail``, how a failed ``assert`` compiles:
+``aborts.py``; the module's own device functions are inlined: ``inline.py``).
 
 Warps are 32 consecutive linear thread ids of a block (the last one may be partial). Lanes
 of one warp that are at the same PC run together, so a collective sees every lane of the
@@ -147,7 +148,7 @@ def build_call(ins, ch):
     if target == "__assertfail":
         return aborts.build_assertfail(ins, ch, params)
     if target != "vprintf":
-        raise Unsupported(f"a call to {target} (device functions must be inlined)")
+        raise Unsupported(f"a call to {target}, which the kernel's file does not define, is not emulated")
     retval = syms[0] if syms[0] in ch.m.kernel.call_params else None
     fmt_reg, args_reg = (ch.reg(p) for p in params)
     put = ch.dst(_reg(retval), np.uint32) if retval else None

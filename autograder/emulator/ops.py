@@ -599,9 +599,8 @@ def build_cvta(ins, ch):
     space = next((m for m in ins.mods if m in ("global", "shared", "local", "const", "param")), "global")
     base = window.get(space, 0)
     dt = dtype_of(ins.type)
-    if "to" in ins.mods:  # generic -> space address
-        mask = (1 << (8 * dt.itemsize)) - 1
-        return lanewise(ins, ch, lambda a: ((a.astype(np.int64) - base) & mask).astype(dt) if base else a,
+    if "to" in ins.mods:  # generic -> space address (wrapping, then truncated to the type)
+        return lanewise(ins, ch, lambda a: (a.astype(np.uint64) - np.uint64(base)).astype(dt) if base else a,
                         src_type="u64", dst_type=ins.type)
     return lanewise(ins, ch, lambda a: a.astype(np.uint64) + np.uint64(base), src_type=ins.type,
                     dst_type="u64")

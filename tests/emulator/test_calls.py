@@ -183,3 +183,57 @@ extern "C" __global__ void k(const float* x, const float* y, float* z, int n) {
 def test_a_call_through_a_function_pointer_is_unsupported(xy):
     with pytest.raises(Unsupported, match="calls through a function pointer are not emulated"):
         _run(POINTER_CALL, "k", *xy)
+
+
+AGGREGATES = r"""
+struct Pair { float a; int b; double c; };
+struct Two { float s; float t; };
+__device__ __noinline__ Two mix(Pair p, float w) { return Two{p.a * w + (float)p.b, (float)p.c - w}; }
+__device__ __noinline__ void bump(float* acc, int k) { for (int j = 0; j < k; ++j) acc[j % 4] += j; }
+extern "C" __global__ void k(const float* x, const float* y, float* z, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float acc[4] = {0, 0, 0, 0};
+    bump(acc, i % 9);  // a pointer to the caller's local array
+    Two r = mix(Pair{x[i], i, 0.5 * y[i]}, 3.0f);
+    z[i] = r.s + r.t + acc[0] + acc[3];
+}
+"""
+
+
+def test_structs_by_value_and_a_pointer_to_the_callers_local_array(xy):
+    x, y = xy
+    i = np.arange(N)
+    acc = np.zeros((N, 4), np.float32)
+    for t in range(N):
+        for j in range(t % 9):
+            acc[t, j % 4] += j
+    two = (x * np.float32(3) + i.astype(np.float32)) + ((0.5 * y.astype(np.float64)).astype(np.float32) - 3)
+    np.testing.assert_allclose(_run(AGGREGATES, "k", x, y), two + acc[:, 0] + acc[:, 3], rtol=1e-6, atol=1e-6)
+
+
+BARRIER = r"""
+__device__ __noinline__ float rotate(float* s, float v) {
+    s[threadIdx.x] = v;
+    __syncthreads();
+    float o = s[(threadIdx.x + 1) % blockDim.x];
+    if (threadIdx.x == 0 && blockIdx.x == 0) printf("first %d\n", (int)blockDim.x);
+    return o;
+}
+extern "C" __global__ void k(const float* x, const float* y, float* z, int n) {
+    __shared__ float s[256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = rotate(s, i < n ? x[i] : 0.0f);
+    if (i < n) z[i] = v + y[i];
+}
+"""
+
+
+def test_a_barrier_and_printf_inside_the_callee(xy):
+    x, y = xy
+    args = [Buffer("x", x), Buffer("y", y), out("z", N), Scalar("n", N)]
+    result = launch(BARRIER, "k", GRID, BLOCK, args)
+    padded = np.concatenate([x, np.zeros(GRID * BLOCK - N, np.float32)]).reshape(GRID, BLOCK)
+    rotated = np.roll(padded, -1, axis=1).reshape(-1)[:N]
+    np.testing.assert_array_equal(result.outputs["z"], rotated + y)
+    assert result.findings == [] and result.stdout == "first 256\n"
