@@ -34,6 +34,8 @@ Item = Statement | str  # a statement, or the name of a label before the next st
 
 def inline_calls(kernel: Kernel, functions: dict[str, Function], filename: str) -> None:
     """Replace every call of ``kernel`` to a function of ``functions`` by its body."""
+    if not any(_is_call(s) for s in kernel.body):
+        return
     inliner = _Inliner(kernel, functions, filename)
     items = inliner.expand(_items(kernel), kernel.call_params, {}, ())
     kernel.body, kernel.labels = [], {}
@@ -55,9 +57,15 @@ def _items(body: Kernel) -> list[Item]:
     return items + at.get(len(body.body), [])
 
 
+def _is_call(item: Item) -> bool:
+    if isinstance(item, str) or not item.text.startswith(("call", "@")):
+        return False
+    return _CALL.match(item.text) is not None
+
+
 def _callee(item: Item, functions: dict[str, Function]) -> str | None:
     """The name of the module function ``item`` calls directly, if it is such a call."""
-    if isinstance(item, str):
+    if not _is_call(item):
         return None
     match = _CALL.match(item.text)
     return match["target"] if match and match["target"] in functions else None
@@ -103,7 +111,7 @@ class _Inliner:
         """(call site of each inlined call by position, the site of the next call after
         each position if it is inlined, the site of the previous call likewise)."""
         at: dict[int, int] = {}
-        is_call = [not isinstance(item, str) and bool(_CALL.match(item.text)) for item in items]
+        is_call = [_is_call(item) for item in items]
         for k, item in enumerate(items):
             if is_call[k] and _CALL.match(item.text)["target"].startswith("%"):
                 raise Unsupported("calls through a function pointer are not emulated "
