@@ -1,14 +1,15 @@
 """Inline the module's device functions into the kernel before decoding, as a compiler
-would: each call site gets a copy of the callee's body with its registers, labels and
-``.local`` frame renamed (``%f1`` -> ``%f1_i3``), its ``ret`` a branch to the statement after
+would: each call site gets a copy of the callee's body with its registers and labels
+renamed (``%f1`` -> ``%f1_i3``), its ``ret`` a branch to the statement after
 the call, and its ``.loc`` lines kept, so findings name the callee's source line.
 
 Parameters pass through registers: the caller's ``st.param [param0+off]`` before the call
 and the callee's ``ld.param [f_param_0+off]`` both become a ``mov`` of one register per call
 site, parameter and offset (a *slot*), and likewise ``st.param [func_retval0+off]`` in the
 callee and ``ld.param [retval0+off]`` after the call. Nested calls inline recursively;
-recursion and calls through a function pointer stay ``Unsupported``. Each call site keeps
-its own local frame, so the frames of sibling calls add up where a GPU would reuse one."""
+recursion and calls through a function pointer stay ``Unsupported``. Every call site of a
+function shares its ``.local`` frame (without recursion no lane is in two calls of it at
+once); the frames of different functions add up where a GPU would reuse one stack."""
 
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ class _Inliner:
         self.functions = functions
         self.filename = filename
         self.sites = itertools.count(1)
+        self.framed: set[str] = set()
 
     def expand(self, items: list[Item], call_params, bound: dict[str, tuple[int, str]],
                stack: tuple[str, ...]) -> list[Item]:
@@ -158,9 +160,9 @@ class _Inliner:
     def _copy(self, body: Kernel, site: int, end: str, line: int | None) -> list[Item]:
         """The callee's statements and labels with its names made unique to ``site``."""
         rename = {name: f"{name}_i{site}" for name in (*body.registers, *body.labels)}
-        for var in body.variables:
-            rename[var.name] = f"{var.name}_i{site}"
-            self.kernel.variables.append(type(var)(**{**var.__dict__, "name": rename[var.name]}))
+        if body.name not in self.framed:  # one frame per function: no lane is in two calls of it
+            self.framed.add(body.name)
+            self.kernel.variables += body.variables
         for reg, type_ in body.registers.items():
             self.kernel.registers[rename[reg]] = type_
         for name, type_ in body.call_params.items():

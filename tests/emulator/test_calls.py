@@ -237,3 +237,25 @@ def test_a_barrier_and_printf_inside_the_callee(xy):
     rotated = np.roll(padded, -1, axis=1).reshape(-1)[:N]
     np.testing.assert_array_equal(result.outputs["z"], rotated + y)
     assert result.findings == [] and result.stdout == "first 256\n"
+
+
+BIG_FRAME = r"""
+__device__ __noinline__ float spill(float v, int i) {
+    float t[40000];  // 160 KiB: four frames would pass CUDA's 512 KiB limit
+    volatile float* p = t;
+    p[(i * 977) % 40000] = v;
+    return p[(i * 977) % 40000] * 2.0f;
+}
+extern "C" __global__ void k(const float* x, const float* y, float* z, int n) {
+    int i = threadIdx.x;
+    z[i] = spill(x[i], i) + spill(y[i], i + 1) + spill(x[i], i + 2) + spill(y[i], i + 3);
+}
+"""
+
+
+def test_call_sites_of_one_function_share_its_local_frame(xy):
+    x, y = (v[:32] for v in xy)
+    args = [Buffer("x", x), Buffer("y", y), out("z", 32), Scalar("n", 32)]
+    result = launch(BIG_FRAME, "k", 1, 32, args)
+    assert result.findings == []
+    np.testing.assert_array_equal(result.outputs["z"], ((2 * x + 2 * y) + 2 * x) + 2 * y)
