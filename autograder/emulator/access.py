@@ -365,7 +365,7 @@ def _ld_param(ins, ch, dt, puts, addr: Addr):
                 put(idx, v)
 
         return run
-    if name in ch.m.kernel.call_params and addr.offset == 0:
+    if name in ch.m.kernel.call_params and addr.offset == 0 and len(puts) == 1:
         get = ch.src(Reg(name), dt)
         return lambda idx: puts[0](idx, get(idx))
     raise Unsupported(f"ld.param from {addr} is not supported by the emulator")
@@ -380,7 +380,7 @@ def build_st(ins: Instr, ch):
     space = space_of(ins)
     if space == "param":
         name = addr.base.name if isinstance(addr.base, Sym) else ""
-        if name not in ch.m.kernel.call_params or addr.offset:
+        if name not in ch.m.kernel.call_params or addr.offset or len(gets) > 1:
             raise Unsupported(f"st.param to {name} is not supported by the emulator")
         put = ch.dst(Reg(name), dt)
         return lambda idx: put(idx, gets[0](idx))

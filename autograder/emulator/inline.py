@@ -24,7 +24,7 @@ _CALL = re.compile(
     r"(?P<target>[%\w$]+)\s*(?:,\s*\((?P<args>[^)]*)\))?\s*(?:,\s*[\w$]+)?$", re.S,
 )
 _PARAM_ACCESS = re.compile(
-    r"^(?P<op>ld|st)\.param(?P<mods>(?:\.\w+)+)\s+(?P<a>.*?)\s*,\s*(?P<b>.*)$", re.S,
+    r"^(?P<op>ld|st)\.param(?P<mods>(?:\.\w+)+)\s+(?P<a>\{[^}]*\}|[^,]+?)\s*,\s*(?P<b>.*)$", re.S,
 )
 _ADDRESS = re.compile(r"^\[\s*([\w$]+)\s*(?:\+\s*(\d+))?\s*\]$")
 _RET = re.compile(r"^(@!?%[\w$]+\s+)?ret(?:\.uni)?$")
@@ -85,33 +85,33 @@ class _Inliner:
         """``items`` with their calls inlined; ``bound`` maps the enclosing function's own
         parameters to (call site, caller's parameter), ``call_params`` are its call
         sequences' ``.param`` names."""
-        sites = self._sites(items)
+        inlined, following, preceding = self._sites(items)
         out: list[Item] = []
         for k, item in enumerate(items):
-            if isinstance(item, str):
+            access = None if isinstance(item, str) else _PARAM_ACCESS.match(item.text)
+            if k in inlined:
+                out += self._inline(item, inlined[k], stack)
+            elif access is None:
                 out.append(item)
-                continue
-            if k in sites[0]:
-                out += self._inline(item, sites[0][k], stack)
-                continue
-            access = _PARAM_ACCESS.match(item.text)
-            if access is None:
-                out.append(item)
-                continue
-            name, offset = _param_address(access)
-            if name in bound:
-                site, name = bound[name]
-            elif name in call_params and sites[1 if access["op"] == "st" else 2][k] is not None:
-                site = sites[1 if access["op"] == "st" else 2][k]
             else:
-                out.append(item)
-                continue
-            out += self._moves(item, access, site, name, offset)
+                out += self._pass(item, access, bound, call_params,
+                                  following[k] if access["op"] == "st" else preceding[k])
         return out
 
+    def _pass(self, item: Statement, access, bound, call_params, site: int | None) -> list[Item]:
+        """A ``ld.param``/``st.param`` that passes a value to or from an inlined call as
+        ``mov``s of its slots; any other (the kernel's parameters, ``printf``'s) as it is."""
+        name, offset = _param_address(access)
+        if name in bound:
+            site, name = bound[name]
+        elif name not in call_params or site is None:
+            return [item]
+        return self._moves(item, access, site, name, offset)
+
     def _sites(self, items: list[Item]):
-        """(call site of each inlined call by position, the site of the next call after
-        each position if it is inlined, the site of the previous call likewise)."""
+        """The call site of each inlined call by position; for each position, the site of
+        the next call (whose ``st.param`` it may be) and of the previous call (whose
+        ``ld.param`` it may be), None where that call is not inlined (``printf``)."""
         at: dict[int, int] = {}
         is_call = [_is_call(item) for item in items]
         for k, item in enumerate(items):
@@ -152,7 +152,7 @@ class _Inliner:
         if match["guard"]:
             guard = match["guard"].strip()[1:]
             flipped = guard[1:] if guard.startswith("!") else "!" + guard
-            out.append(Statement(f"@{flipped} bra.uni {end}", call.line))
+            out.append(Statement(f"@{flipped} bra {end}", call.line))
         copy = self._copy(body, site, end, call.line)
         out += self.expand(copy, body.call_params, bound, (*stack, name))
         return [*out, end]
@@ -175,7 +175,7 @@ class _Inliner:
             text = _NAME.sub(lambda m: rename.get(m.group(0), m.group(0)), item.text)
             ret = _RET.match(text)
             if ret:
-                text = f"{ret.group(1) or ''}bra.uni {end}"
+                text = f"{ret.group(1) or ''}bra {end}"
             copy.append(Statement(text, item.line or line))
         return copy
 

@@ -190,13 +190,15 @@ struct Pair { float a; int b; double c; };
 struct Two { float s; float t; };
 __device__ __noinline__ Two mix(Pair p, float w) { return Two{p.a * w + (float)p.b, (float)p.c - w}; }
 __device__ __noinline__ void bump(float* acc, int k) { for (int j = 0; j < k; ++j) acc[j % 4] += j; }
+__device__ __noinline__ float2 swap(float2 v) { return make_float2(v.y, -v.x); }  // ld/st.param.v2
 extern "C" __global__ void k(const float* x, const float* y, float* z, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float acc[4] = {0, 0, 0, 0};
     bump(acc, i % 9);  // a pointer to the caller's local array
     Two r = mix(Pair{x[i], i, 0.5 * y[i]}, 3.0f);
-    z[i] = r.s + r.t + acc[0] + acc[3];
+    float2 v = swap(make_float2(x[i], 4.0f * y[i]));
+    z[i] = r.s + r.t + acc[0] + acc[3] + (v.x - 2.0f * v.y);
 }
 """
 
@@ -209,7 +211,9 @@ def test_structs_by_value_and_a_pointer_to_the_callers_local_array(xy):
         for j in range(t % 9):
             acc[t, j % 4] += j
     two = (x * np.float32(3) + i.astype(np.float32)) + ((0.5 * y.astype(np.float64)).astype(np.float32) - 3)
-    np.testing.assert_allclose(_run(AGGREGATES, "k", x, y), two + acc[:, 0] + acc[:, 3], rtol=1e-6, atol=1e-6)
+    swapped = 4 * y + 2 * x
+    np.testing.assert_allclose(_run(AGGREGATES, "k", x, y), two + acc[:, 0] + acc[:, 3] + swapped,
+                               rtol=1e-5, atol=1e-5)
 
 
 BARRIER = r"""
