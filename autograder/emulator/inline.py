@@ -66,9 +66,7 @@ def _is_call(item: Item) -> bool:
 
 def _callee(item: Item, functions: dict[str, Function]) -> str | None:
     """The name of the module function ``item`` calls directly, if it is such a call."""
-    if not _is_call(item):
-        return None
-    match = _CALL.match(item.text)
+    match = _CALL.match(item.text) if _is_call(item) else None
     return match["target"] if match and match["target"] in functions else None
 
 
@@ -116,8 +114,7 @@ class _Inliner:
         is_call = [_is_call(item) for item in items]
         for k, item in enumerate(items):
             if is_call[k] and _CALL.match(item.text)["target"].startswith("%"):
-                raise Unsupported("calls through a function pointer are not emulated "
-                                  f"({self.filename}:{item.line})")
+                raise Unsupported(f"calls through a function pointer are not emulated{self._at(item)}")
             if _callee(item, self.functions):
                 at[k] = next(self.sites)
         following: list[int | None] = [None] * len(items)
@@ -134,11 +131,14 @@ class _Inliner:
                 current = at.get(k)
         return at, following, preceding
 
+    def _at(self, statement: Statement) -> str:
+        return f" ({self.filename}:{statement.line})" if statement.line else ""
+
     def _inline(self, call: Statement, site: int, stack: tuple[str, ...]) -> list[Item]:
         match = _CALL.match(call.text)
         name = match["target"]
         if name in stack:
-            raise Unsupported(f"recursive device functions are not emulated ({self.filename}:{call.line})")
+            raise Unsupported(f"recursive device functions are not emulated{self._at(call)}")
         function = self.functions[name]
         body = function.body
         returns = _names(match["returns"])
