@@ -23,6 +23,9 @@ def build_results(grade: Grade, rubric: Rubric) -> dict:
     score = round(sum(t["score"] for t in tests), 4)
     maximum = sum(t["max_score"] for t in tests)
     summary = f"{score:g} / {maximum:g} points, graded on the {grade.backend} backend"
+    pending = sum(r.item.points for r in grade.items if r.not_run)
+    if pending:
+        summary += f"; {pending:g} of those points were not run here (they need a GPU) and will be regraded"
     return {
         "score": score,
         "execution_time": round(grade.elapsed_s),
