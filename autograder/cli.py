@@ -19,7 +19,7 @@ from autograder.checks import ItemResult
 from autograder.emulator.profile import profile_data, profile_table
 from autograder.report import write_report
 from autograder.results import build_results, fallback_results, write_results
-from autograder.rubric import RubricError
+from autograder.rubric import Limits, RubricError
 from autograder.sanitize import cross_check
 from autograder.spec import SpecError
 
@@ -78,7 +78,7 @@ def grade(submission, course_root, backend, rubric_path, results_path, report_pa
     try:
         course = pipeline.load(course_root or default_course_root(), rubric_path)
         rubric = course.rubric
-        with open_backends(backend or rubric.backend, rubric.limits.compile_s) as backends:
+        with open_backends(backend or rubric.backend, rubric.limits) as backends:
             graded = pipeline.grade_submission(
                 submission, course, backends, seed, list(assignments) or None, progress_printer()
             )
@@ -114,10 +114,11 @@ def load_course(root: Path | None) -> pipeline.Course:
 
 
 @contextlib.contextmanager
-def open_backends(name: str, compile_s: float):
+def open_backends(name: str, limits: Limits):
     """The grading backend and the emulator for safety checks (the same one when it is the emulator)."""
-    grading = select_backend(name, compile_s)
-    safety = grading if grading.name == "emulator" else select_backend("emulator", compile_s)
+    grading = select_backend(name, limits.compile_s, limits.emulator_mb)
+    safety = grading if grading.name == "emulator" else select_backend("emulator", limits.compile_s,
+                                                                          limits.emulator_mb)
     try:
         yield pipeline.Backends(grading=grading, safety=safety)
     finally:
@@ -163,7 +164,7 @@ def check(kernel, course_root, backend):
     if kernel.stem not in course.rubric.assignments:
         known = ", ".join(f"{name}.cu" for name in course.rubric.assignments)
         raise click.BadParameter(f"{kernel.name} is no assignment's file; expected one of: {known}")
-    with open_backends(backend or course.rubric.backend, course.rubric.limits.compile_s) as backends:
+    with open_backends(backend or course.rubric.backend, course.rubric.limits) as backends:
         graded = pipeline.grade_submission(kernel.parent, course, backends, None, [kernel.stem])
     for result in graded.items:
         output = result.output.replace("\n", "\n    ")
@@ -181,7 +182,7 @@ def selfcheck(course_root, backend, assignments):
     course = load_course(course_root)
     names = list(assignments) or list(course.rubric.assignments)
     failures = 0
-    with open_backends(backend or course.rubric.backend, course.rubric.limits.compile_s) as backends:
+    with open_backends(backend or course.rubric.backend, course.rubric.limits) as backends:
         for name in names:
             for folder, want_full in (("reference", True), ("starter", False)):
                 graded = pipeline.grade_submission(course.root / folder, course, backends, None, [name])
@@ -231,7 +232,7 @@ def profile(submission, assignment, case_text, as_json, course_root):
         raise click.ClickException(problem)
     seed = case_seed(0, assignment, "profile", 0)
     prepared = prepare(spec, source, case, seed, course.rubric.limits.case_s)
-    emulator = select_backend("emulator", course.rubric.limits.compile_s)
+    emulator = select_backend("emulator", course.rubric.limits.compile_s, course.rubric.limits.emulator_mb)
     try:
         result = emulator.launch(prepared.launch)
     except BackendError as e:

@@ -21,7 +21,7 @@ VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 BACKENDS = ("auto", "gpu", "emulator")
 
 _TOP_KEYS = ("course", "backend", "limits", "assignments")
-_LIMIT_KEYS = ("compile_s", "case_s", "submission_s")
+_LIMIT_KEYS = ("compile_s", "case_s", "submission_s", "emulator_mb")
 _ASSIGNMENT_KEYS = ("items",)
 _ITEM_KEYS = ("check", "cases", "points", "name", "visibility", "metric", "full_at", "zero_at")
 
@@ -35,6 +35,7 @@ class Limits:
     compile_s: float = 60.0
     case_s: float = 20.0  # per launch; caps the spec's own time_limit_s
     submission_s: float = 900.0
+    emulator_mb: float = 2048.0  # data cap of the emulator's worker (its compiles and launches)
 
 
 @dataclass(frozen=True)

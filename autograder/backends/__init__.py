@@ -41,7 +41,12 @@ def make_emulator() -> Backend:
 FACTORIES = {"gpu": make_gpu, "emulator": make_emulator}
 
 
-def select_backend(name: str, compile_s: float = 60) -> Backend:
-    """The backend for ``auto``, ``gpu`` or ``emulator``, in a worker subprocess."""
+def select_backend(name: str, compile_s: float = 60, emulator_mb: float | None = None) -> Backend:
+    """The backend for ``auto``, ``gpu`` or ``emulator``, in a worker subprocess.
+
+    The emulator's worker has its data capped at ``emulator_mb``; the GPU's is not (CUDA maps
+    device memory into the process, and that cap was never tried on a GPU).
+    """
     resolved = resolve(name)
-    return WorkerBackend(FACTORIES[resolved], resolved, compile_s=compile_s)
+    memory_mb = int(emulator_mb) if emulator_mb and resolved == "emulator" else None
+    return WorkerBackend(FACTORIES[resolved], resolved, compile_s=compile_s, memory_mb=memory_mb)

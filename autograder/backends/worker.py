@@ -7,14 +7,24 @@ launch that outlives ``Launch.time_limit_s`` kills the worker (:class:`LaunchTim
 worker that dies (segfault, ``os._exit``, memory) becomes :class:`LaunchFailure`, and the
 next call starts a fresh worker. Start-up time (imports, a CUDA context) is not charged
 to the kernel: the worker reports ready before the first call is timed.
+
+Memory: the worker volunteers to be the first process the kernel's OOM killer takes
+(``oom_score_adj`` 1000), so that in a small container (Gradescope's has 768 MB) a
+runaway compile or launch kills the worker, never the grader that must write
+``results.json``; with ``memory_mb`` its data segment is also capped (``RLIMIT_DATA``), so
+such a compile fails inside the worker instead of eating the machine (a macro bomb made
+NVRTC take 10 GB in 60 s here).
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import resource
 import signal
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 from autograder.backends import base
 from autograder.backends.base import (
@@ -36,11 +46,13 @@ class WorkerError(RuntimeError):
 class WorkerBackend(Backend):
     """Runs ``factory()`` (a Backend) in a worker subprocess, restarted after every failure."""
 
-    def __init__(self, factory: Callable[[], Backend], name: str, compile_s: float = 60, start_s: float = 90):
+    def __init__(self, factory: Callable[[], Backend], name: str, compile_s: float = 60, start_s: float = 90,
+                 memory_mb: int | None = None):
         self.factory = factory
         self.name = name
         self.compile_s = compile_s
         self.start_s = start_s
+        self.memory_mb = memory_mb
         self.starts = 0  # how many workers were started (tests read it)
         self._process = None
         self._conn = None
@@ -85,7 +97,8 @@ class WorkerBackend(Backend):
         self._stop()
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child, self.factory), daemon=True)
+        arguments = (child, self.factory, self.memory_mb)
+        self._process = context.Process(target=_serve, args=arguments, daemon=True)
         self._process.start()
         child.close()
         self.starts += 1
@@ -122,8 +135,9 @@ def _timeout(method: str, limit_s: float) -> BackendError:
     return LaunchTimeout(f"the kernel did not finish within {limit_s:g} s and was stopped (an endless loop?)")
 
 
-def _serve(conn, factory: Callable[[], Backend]) -> None:
+def _serve(conn, factory: Callable[[], Backend], memory_mb: int | None = None) -> None:
     """The worker's loop: build the backend, then answer calls until told to stop."""
+    _confine(memory_mb)
     try:
         backend = factory()
     except Exception as e:  # reported to the grader, then the worker exits
@@ -137,6 +151,15 @@ def _serve(conn, factory: Callable[[], Backend]) -> None:
         except Exception as e:  # everything goes back to the grader
             conn.send(_pack_error(e))
     backend.close()
+
+
+def _confine(memory_mb: int | None) -> None:
+    """First in line for the OOM killer; data capped at ``memory_mb`` when given."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/oom_score_adj").write_text("1000")
+    if memory_mb:
+        limit = memory_mb << 20
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
 def _crashed(answer: tuple) -> bool:

@@ -10,7 +10,7 @@ from .fake_backend import FakeBackend
 
 @pytest.fixture(autouse=True)
 def fake_backends(monkeypatch):
-    monkeypatch.setattr(cli, "select_backend", lambda name, compile_s=60: FakeBackend(name))
+    monkeypatch.setattr(cli, "select_backend", lambda name, compile_s=60, emulator_mb=None: FakeBackend(name))
 
 
 def run(*args):

@@ -107,3 +107,18 @@ def test_pipeline_grades_the_rest_after_a_hang_and_a_crash(course, submit):
     ragged = results["vec correctness (ragged)"]
     assert ragged.score == 0 and "exit code 1" in ragged.output
     assert "did not finish within 3 s" in ragged.output
+
+
+OOM_SCORE = "def k(ctx, x, n):\n    x[0] = int(open('/proc/self/oom_score_adj').read())\n"
+HOG = "def k(ctx, x, n):\n    x[0] = len(bytearray(512 << 20))\n"
+
+
+def test_the_worker_goes_first_under_memory_pressure_and_its_data_is_capped():
+    capped = WorkerBackend(FakeBackend, "emulator", compile_s=10, memory_mb=256)
+    try:
+        assert capped.launch(launch(OOM_SCORE)).outputs["x"][0] == 1000
+        with pytest.raises(WorkerError, match="MemoryError"):
+            capped.launch(launch(HOG))
+        assert capped.launch(launch(ADD)).outputs["x"].tolist() == [2, 2, 2, 2]
+    finally:
+        capped.close()
