@@ -5,14 +5,18 @@ own headers. The include rule is a security boundary, not style: NVRTC reads any
 ``#include`` names, the reference solutions live on the grading machine beside the
 submission, and a compiler error would echo a file's text back to the student.
 
-The scan splices continued lines, then blanks comments and string literals in one pass
-from left to right (so a ``"/*"`` inside a string cannot hide a directive, and a directive
-inside a raw string is no directive), then looks for ``#include`` in either spelling (``#``
-or the digraph ``%:``). Where it cannot tell, it refuses rather than lets a file through.
+The scan splices continued lines, then reads tokens in one pass from left to right as the
+preprocessor does: a comment becomes one space (so ``#/*<newline>*/include`` is one
+directive), string and character literals are blanked (so a ``"/*"`` inside a string cannot
+hide a directive, and a directive inside a raw string is no directive), and identifiers and
+numbers are skipped whole (so a digit separator, ``1'000``, opens no character literal).
+Then it looks for ``#include`` in either spelling (``#`` or the digraph ``%:``). Where it
+cannot tell, it refuses rather than lets a file through.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from pathlib import Path
 
@@ -26,11 +30,14 @@ CUDA_HEADERS = frozenset({
 })
 ALLOWED_HEADERS = CUDA_HEADERS | frozenset(STANDARD_HEADERS)
 
-_DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(include_next|include|import|embed)\b(.*)$", re.M)
+_DIRECTIVE = re.compile(
+    r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*(include_next|include|import|embed)\b(.*)$", re.M
+)
 _SYSTEM_HEADER = re.compile(r"^\s*<([^<>\s]+)>\s*$")
-_COMMENT_OR_LITERAL = re.compile(
-    r"""(?P<literal>R"(?P<delimiter>[^()\\\s]{0,16})\(.*?\)(?P=delimiter)"|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')"""
-    r"""|(?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))""",
+_TOKEN = re.compile(
+    r"""(?P<literal>(?:u8|[uUL])?R"(?P<delimiter>[^()\\\s]{0,16})\(.*?\)(?P=delimiter)"|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')"""
+    r"""|(?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))"""
+    r"""|(?P<word>[A-Za-z_]\w*|\.?\d(?:[eEpP][+-]|'\w|[\w.])*)""",
     re.S,
 )
 
@@ -52,17 +59,47 @@ def read_source(path: Path) -> tuple[str, str | None]:
 def include_problem(source: str, filename: str) -> str | None:
     """Why an ``#include`` of ``source`` is not allowed, naming its line; None when all are."""
     spliced, physical_line = _logical_lines(source)
-    text = _COMMENT_OR_LITERAL.sub(_blank, spliced)  # same length: positions still match spliced
+    text, origin = _preprocessed(spliced)
     for match in _DIRECTIVE.finditer(text):
         header = _SYSTEM_HEADER.match(match.group(2))
         if match.group(1) == "include" and header and header.group(1) in ALLOWED_HEADERS:
             continue
-        line = physical_line[text.count("\n", 0, match.start())]
-        written = spliced[match.start():match.end()].strip()
+        start, end = origin(match.start()), origin(match.end())
+        line = physical_line[spliced.count("\n", 0, start)]
+        written = " ".join(spliced[start:end].split())
         allowed = ", ".join(f"<{h}>" for h in sorted(ALLOWED_HEADERS))
         return (f"{filename}:{line}: '{written}' is not allowed: a submission is this one file, "
                 f"and it may include only CUDA's and C++'s own headers: {allowed}")
     return None
+
+
+def _preprocessed(spliced: str):
+    """Comments as one space, literals blanked; and a map from its positions back to ``spliced``'s."""
+    pieces, starts, origins, position, last = [], [], [], 0, 0
+    for match in _TOKEN.finditer(spliced):
+        for piece, origin in ((spliced[last:match.start()], last), (_token_text(match), match.start())):
+            pieces.append(piece)
+            starts.append(position)
+            origins.append(origin)
+            position += len(piece)
+        last = match.end()
+    pieces.append(spliced[last:])
+    starts.append(position)
+    origins.append(last)
+
+    def origin(offset: int) -> int:
+        i = bisect.bisect_right(starts, offset) - 1
+        return min(origins[i] + offset - starts[i], len(spliced))
+
+    return "".join(pieces), origin
+
+
+def _token_text(match: re.Match) -> str:
+    if match.group("comment"):
+        return " "
+    if match.group("literal"):
+        return re.sub(r"[^\n]", " ", match.group(0))
+    return match.group(0)
 
 
 def _logical_lines(source: str) -> tuple[str, list[int]]:
@@ -81,7 +118,3 @@ def _logical_lines(source: str) -> tuple[str, list[int]]:
         logical.append(pending)
         starts.append(start)
     return "\n".join(logical), starts
-
-
-def _blank(match: re.Match) -> str:
-    return re.sub(r"[^\n]", " ", match.group(0))
