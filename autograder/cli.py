@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import sys
 import time
 import traceback
@@ -75,6 +76,7 @@ def grade(submission, course_root, backend, rubric_path, results_path, report_pa
     """
     started = time.monotonic()
     rubric = None
+    signal.signal(signal.SIGTERM, raise_terminated)
     try:
         course = pipeline.load(course_root or default_course_root(), rubric_path)
         rubric = course.rubric
@@ -85,7 +87,8 @@ def grade(submission, course_root, backend, rubric_path, results_path, report_pa
         if sanitize:
             optional("the compute-sanitizer cross-check", cross_check, graded, course, submission)
         results = build_results(graded, rubric)
-    except BaseException as e:  # KeyboardInterrupt and SystemExit too: results.json comes first
+    except BaseException as e:  # KeyboardInterrupt, SystemExit, Terminated too: results.json comes first
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not stop this write
         reason = "".join(traceback.format_exception_only(e)).strip()
         write_results(results_path, fallback_results(rubric, reason, time.monotonic() - started))
         click.echo(f"grading failed: {reason}\n(results.json written with every item at 0)", err=True)
@@ -95,6 +98,15 @@ def grade(submission, course_root, backend, rubric_path, results_path, report_pa
         optional("the TA report", write_report, report_path, graded, submission)
     total = sum(r.score for r in graded.items)
     click.echo(f"{total:g} / {sum(r.item.points for r in graded.items):g} points -> {results_path}")
+
+
+class Terminated(BaseException):
+    """SIGTERM (Gradescope's time limit): a BaseException, so no ``except Exception`` swallows it."""
+
+
+def raise_terminated(signum, frame):
+    raise Terminated(f"the grader was stopped by {signal.Signals(signum).name} "
+                     "(the autograder's time limit on Gradescope?)")
 
 
 def optional(what: str, step, *args) -> None:

@@ -87,6 +87,9 @@ class WorkerBackend(Backend):
             answer = self._conn.recv()
         except (EOFError, OSError) as e:
             raise LaunchFailure(self._death_message(method)) from e
+        except BaseException:  # Ctrl-C, SIGTERM: the worker is busy and its answer would be stale
+            self._stop()
+            raise
         if _crashed(answer):
             self._stop()  # a crash can spoil the backend for good (a lost CUDA context stays lost)
         return _unpack(answer)

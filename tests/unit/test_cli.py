@@ -1,4 +1,7 @@
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -107,3 +110,32 @@ def test_check_names_the_expected_files_for_an_unknown_one(course_root, tmp_path
     stray.write_text("")
     outcome = run("check", stray, "--course", course_root)
     assert outcome.exit_code == 2 and "expected one of: vec.cu, grid2d.cu" in outcome.output
+
+
+SIGTERM_DURING_GRADING = """
+import os, signal, sys, time
+sys.path.insert(0, {repo!r})
+from autograder import cli, pipeline
+from tests.unit.fake_backend import FakeBackend
+
+def terminated(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)  # what Gradescope sends when its time limit is up
+    time.sleep(30)
+
+cli.select_backend = lambda name, compile_s=60, emulator_mb=None: FakeBackend(name)
+pipeline.grade_submission = terminated
+cli.main(["grade", {submission!r}, "--course", {course!r}, "--results", {results!r}])
+"""
+
+
+def test_a_sigterm_while_grading_still_writes_results(course_root, tmp_path):
+    results = tmp_path / "results.json"
+    script = SIGTERM_DURING_GRADING.format(
+        repo=str(Path(__file__).resolve().parents[2]), course=str(course_root),
+        submission=str(course_root / "reference"), results=str(results),
+    )
+    run_ = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert run_.returncode == 2, run_.stderr
+    data = json.loads(results.read_text())
+    assert len(data["tests"]) == 7 and all(t["score"] == 0 and "regrade" in t["tags"] for t in data["tests"])
+    assert "SIGTERM" in data["output"]
