@@ -138,3 +138,14 @@ def test_printf_output_is_shown_with_each_case_and_kept_short():
     assert "your kernel printed:\n    | thread 0 says hi\n" in result.output
     assert "thread 5 says hi" not in result.output and "... 7 more lines" in result.output
     assert result.evidence["cases"][0]["stdout"] == printed
+
+
+def test_an_infinite_reference_value_is_matched_exactly_not_within_an_infinite_tolerance():
+    expected = np.array([np.inf, -np.inf, np.inf, 1.0])
+    right = np.array([np.inf, -np.inf, np.inf, 1.0], np.float32)
+    assert compare_output("c", right, expected, (4,), 1e-5, 1e-5).ok
+    for wrong_value in (1.0, -np.inf, np.float32(3e38)):
+        got = right.copy()
+        got[2] = wrong_value  # rtol * |inf| is inf: every value used to pass
+        c = compare_output("c", got, expected, (4,), 1e-5, 1e-5)
+        assert (c.wrong, c.first_wrong) == (1, "c[2]"), wrong_value
