@@ -153,4 +153,18 @@ def reference_outputs(spec: Spec, case: Case, inputs: dict[str, np.ndarray]) -> 
         outputs = spec.reference(**kwargs)
     except Exception as e:
         raise SpecError(f"{spec.name}: the numpy reference failed on case {dict(case)}: {e!r}") from e
+    _check_reference_names(spec, outputs)
     return {name: np.asarray(value, dtype=np.float64).reshape(-1) for name, value in outputs.items()}
+
+
+def _check_reference_names(spec: Spec, outputs: dict) -> None:
+    """Every ``out`` array returned, nothing else: an output left out would go unchecked."""
+    names = {a.name for a in arrays(spec) if a.intent != "in"}
+    missing = [a.name for a in arrays(spec) if a.intent == "out" and a.name not in outputs]
+    unknown = [name for name in outputs if name not in names]
+    if missing or unknown:
+        raise SpecError(
+            f"{spec.name}: the numpy reference must return every output array by name; it returns "
+            f"{sorted(outputs)}" + "".join(f", not output {n}" for n in missing)
+            + "".join(f", and {n!r}, which is no output array" for n in unknown)
+        )

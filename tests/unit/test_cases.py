@@ -1,9 +1,11 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
 from autograder.backends.base import Buffer, Scalar
 from autograder.cases import case_seed, make_inputs, prepare, reference_outputs, sentinel
-from autograder.spec import Array, Spec
+from autograder.spec import Array, Spec, SpecError
 from autograder.spec import Scalar as ScalarSpec
 
 SPEC = Spec(
@@ -73,3 +75,12 @@ def test_reference_gets_float64_shaped_inputs():
     inputs = make_inputs(SPEC, CASE, 0)
     out = reference_outputs(SPEC, CASE, inputs)
     assert out["y"].dtype == np.float64 and np.array_equal(out["y"], inputs["x"][:-4])
+
+
+@pytest.mark.parametrize("returned", [{"Y": 1.0, "z": 1, "w": 1.0}, {"z": 1, "w": 1.0}])
+def test_a_reference_that_misses_an_output_is_a_spec_error_not_an_unchecked_output(returned):
+    reference = lambda **kw: {k: np.full(1000, v) for k, v in returned.items()}  # noqa: E731
+    spec = dataclasses.replace(SPEC, reference=reference)
+    inputs = make_inputs(spec, CASE, 1)
+    with pytest.raises(SpecError, match="output y"):
+        reference_outputs(spec, CASE, inputs)
