@@ -79,6 +79,7 @@ DEFAULT_BUDGET = 4_000_000_000  # lane instructions per launch
 CHUNK_BYTES = 160 << 20  # a chunk's registers, local and shared memory (one block at least)
 MAX_LOCAL_BYTES = 512 << 10  # local memory per thread, CUDA's limit for compute capability 9.0
 MAX_CHUNK_LANES = 1 << 17
+PREDEFINED_CONSTANTS = {"WARP_SZ": 32}  # PTX's predefined identifiers (warpSize compiles to WARP_SZ)
 
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
@@ -255,6 +256,8 @@ class Machine:
             return self.layout.offset[name]
         if name in self.symbols:
             return self.symbols[name]
+        if name in PREDEFINED_CONSTANTS:
+            return PREDEFINED_CONSTANTS[name]
         raise Unsupported(f"symbol {name} is not supported by the emulator")
 
     # ----- running -----------------------------------------------------------

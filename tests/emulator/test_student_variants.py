@@ -1,0 +1,62 @@
+"""Correct student kernels written differently from the references get full marks.
+
+Every ``variants/<assignment>/<name>.cu`` is graded through the CLI
+(``autograder check <assignment>.cu --backend emulator``), which exits 0 only when every item
+that ran got full marks; ``slow_*`` variants are correct but lose traffic items on purpose
+and are checked item by item. Minimal reproductions of false positives found this way sit
+above the parametrized test.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .helpers import launch, out
+
+ROOT = Path(__file__).resolve().parents[2]
+VARIANTS = sorted((Path(__file__).parent / "variants").glob("*/*.cu"))
+
+WARP_SIZE = r"""
+extern "C" __global__ void warp_size(int* y) {
+    y[threadIdx.x] = warpSize + threadIdx.x / warpSize;
+}
+"""
+
+def test_warp_size_is_the_ptx_constant_warp_sz():
+    # warpSize compiles to `mov.u32 %r, WARP_SZ;`, a predefined PTX constant, not a symbol
+    result = launch(WARP_SIZE, "warp_size", 1, 64, [out("y", 64, np.int32)])
+    assert result.findings == []
+    np.testing.assert_array_equal(result.outputs["y"], 32 + np.arange(64) // 32)
+
+def _grade(variant: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    assignment = variant.parent.name
+    kernel = tmp_path / f"{assignment}.cu"  # the file's name says the assignment
+    shutil.copyfile(variant, kernel)
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", "check", str(kernel), "--backend", "emulator",
+         "--course", str(ROOT)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if not v.stem.startswith("slow_")],
+                         ids=lambda v: f"{v.parent.name}/{v.stem}")
+def test_correct_variant_gets_full_marks(variant, tmp_path):
+    graded = _grade(variant, tmp_path)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v.stem.startswith("slow_")],
+                         ids=lambda v: f"{v.parent.name}/{v.stem}")
+def test_slow_variant_loses_only_traffic_and_performance(variant, tmp_path):
+    graded = _grade(variant, tmp_path)
+    items = re.findall(r"^([\d.]+) / ([\d.]+)  (.+)$", graded.stdout, re.MULTILINE)
+    safety = [(got, worth, name) for got, worth, name in items
+              if any(check in name for check in ("correctness", "bounds", "barriers"))]
+    assert safety, graded.stdout + graded.stderr
+    assert all(float(got) == float(worth) for got, worth, _ in safety), graded.stdout
