@@ -3,9 +3,20 @@ import math
 import numpy as np
 import pytest
 
-from autograder.backends.base import Counters, Finding
-from autograder.checks import CaseOutcome, OutputComparison, bounds, compare_output, correctness, traffic
+from autograder.backends.base import Counters, Finding, LaunchResult
+from autograder.cases import prepare
+from autograder.checks import (
+    CaseOutcome,
+    OutputComparison,
+    bounds,
+    compare,
+    compare_output,
+    correctness,
+    traffic,
+)
 from autograder.rubric import Item
+from autograder.spec import Array, Spec
+from autograder.spec import Scalar as ScalarArg
 
 
 def item(check="correctness", cases="safety", points=2.0, **ratio):
@@ -149,3 +160,18 @@ def test_an_infinite_reference_value_is_matched_exactly_not_within_an_infinite_t
         got[2] = wrong_value  # rtol * |inf| is inf: every value used to pass
         c = compare_output("c", got, expected, (4,), 1e-5, 1e-5)
         assert (c.wrong, c.first_wrong) == (1, "c[2]"), wrong_value
+
+
+def test_an_untouched_input_holding_nan_is_not_reported_as_modified():
+    spec = Spec(
+        name="keep", kernel="keep",
+        args=(Array("a", "n"), Array("c", "n", intent="out"), ScalarArg("n", "n")),
+        block=("n",), grid=("1",), cases={"g": ({"n": 4},)}, reference=lambda a, n: {"c": np.nan_to_num(a)},
+        inputs=lambda rng, case: {"a": np.array([1.0, np.nan, 2.0, 3.0])},
+    )
+    case = spec.cases["g"][0]
+    prepared = prepare(spec, "", case, seed=1, time_limit_s=5)
+    untouched = {"a": prepared.inputs["a"].copy(), "c": np.array([1.0, 0.0, 2.0, 3.0], np.float32)}
+    assert compare(spec, case, prepared, LaunchResult(outputs=untouched))["inputs_modified"] == ()
+    changed = {**untouched, "a": np.array([1.0, np.nan, 2.0, 4.0], np.float32)}
+    assert compare(spec, case, prepared, LaunchResult(outputs=changed))["inputs_modified"] == ("a",)
