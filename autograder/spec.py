@@ -80,8 +80,11 @@ def evaluate(expression: str | int | float, case: Case) -> int | float:
     if isinstance(expression, int | float):
         return expression
     try:
-        return _eval(ast.parse(expression, mode="eval").body, case)
-    except (SyntaxError, KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+        value = _eval(ast.parse(expression, mode="eval").body, case)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{value} is not a finite number")
+        return value
+    except (SyntaxError, KeyError, TypeError, ValueError, ArithmeticError) as e:
         raise SpecError(f"cannot evaluate {expression!r} for case {dict(case)}: {e}") from e
 
 

@@ -25,6 +25,7 @@ def test_expressions():
     ("m + 1", "unknown parameter 'm'"), ("n +", "cannot evaluate"),
     ("__import__('os')", "unsupported syntax"),
     ("n / 0", "division by zero"), ("n.real", "unsupported syntax"),
+    ("10.0 ** 400", "out of range"), ("1e400", "not a finite number"), ("sqrt(-n)", "math domain error"),
 ])
 def test_bad_expressions_name_themselves(expression, words):
     with pytest.raises(SpecError, match="cannot evaluate") as error:
@@ -51,3 +52,8 @@ def test_spec_errors_name_the_file(tmp_path, text, words):
         load_spec(tmp_path / "assignments" / "a")
     assert str(error.value).startswith(str(tmp_path / "assignments" / "a" / "spec.py"))
     assert words in str(error.value)
+
+
+def test_an_infinite_size_or_geometry_is_a_spec_error():
+    with pytest.raises(SpecError, match="not a finite number"):
+        dim3(("n * 1e308 * 10",), {"n": 1})
