@@ -11,13 +11,15 @@ import csv
 import json
 from pathlib import Path
 
+_REPORT_KEYS = {"submission", "backend", "score", "max_score", "items"}
+
 
 def class_rows(reports: list[Path]) -> tuple[list[str], list[dict]]:
     """The column names (items in rubric order) and one row per report."""
     columns: list[str] = []
     rows = []
     for path in reports:
-        data = json.loads(path.read_text())
+        data = read_report(path)
         row = {"report": str(path), "submission": data["submission"], "backend": data["backend"],
                "score": data["score"], "max_score": data["max_score"],
                "regrade": "; ".join(i["name"] for i in data["items"] if i["regrade"])}
@@ -30,6 +32,17 @@ def class_rows(reports: list[Path]) -> tuple[list[str], list[dict]]:
     for row in rows:  # on Gradescope every report says /autograder/submission: name the report then
         row["who"] = row["submission"] if submissions.count(row["submission"]) == 1 else row["report"]
     return columns, rows
+
+
+def read_report(path: Path) -> dict:
+    """A TA report's data, or a ValueError naming the file that is none."""
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not JSON ({e})") from e
+    if not isinstance(data, dict) or not data.keys() >= _REPORT_KEYS:
+        raise ValueError(f"{path}: not a TA report (the REPORT.json of `autograder grade --report REPORT`)")
+    return data
 
 
 def write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:

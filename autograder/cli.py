@@ -157,7 +157,10 @@ def progress_printer():
               help="Also write the table as CSV.")
 def table(reports, csv_path):
     """The class table from TA reports (REPORT.json files): one row per submission, one column per item."""
-    columns, rows = class_table.class_rows(list(reports))
+    try:
+        columns, rows = class_table.class_rows(list(reports))
+    except ValueError as e:
+        raise click.ClickException(str(e)) from e
     if csv_path:
         class_table.write_csv(csv_path, columns, rows)
     click.echo(class_table.markdown(columns, rows), nl=False)
@@ -243,7 +246,10 @@ def profile(submission, assignment, case_text, as_json, course_root):
     if problem:
         raise click.ClickException(problem)
     seed = case_seed(0, assignment, "profile", 0)
-    prepared = prepare(spec, source, case, seed, course.rubric.limits.case_s)
+    try:
+        prepared = prepare(spec, source, case, seed, course.rubric.limits.case_s)
+    except SpecError as e:
+        raise click.ClickException(str(e)) from e
     emulator = select_backend("emulator", course.rubric.limits.compile_s, course.rubric.limits.emulator_mb)
     try:
         result = emulator.launch(prepared.launch)

@@ -143,6 +143,10 @@ def grade_submission(
     started = time.monotonic()
     secret = seed if seed is not None else secrets.randbits(63)
     grade = Grade(items=[], backend=backends.grading.name, seed=secret)
+    unknown = [name for name in assignments or () if name not in course.rubric.assignments]
+    if unknown:
+        known = ", ".join(course.rubric.assignments)
+        raise ValueError(f"unknown assignment {unknown[0]!r} (the rubric has: {known})")
     names = assignments or _submitted(submission, course, grade.notes)
     deadline = started + course.rubric.limits.submission_s
     for name in names:

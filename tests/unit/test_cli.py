@@ -139,3 +139,28 @@ def test_a_sigterm_while_grading_still_writes_results(course_root, tmp_path):
     data = json.loads(results.read_text())
     assert len(data["tests"]) == 7 and all(t["score"] == 0 and "regrade" in t["tags"] for t in data["tests"])
     assert "SIGTERM" in data["output"]
+
+
+def test_profile_names_a_bad_case_without_a_traceback(course_root):
+    outcome = run("profile", course_root / "reference", "--assignment", "vec", "--case", "m=3,T=32",
+                  "--course", course_root)
+    assert outcome.exit_code == 1 and isinstance(outcome.exception, SystemExit)
+    assert "unknown parameter 'n'" in outcome.output
+
+
+@pytest.mark.parametrize(("text", "words"), [("{", "not JSON"), ('{"items": []}', "not a TA report")])
+def test_table_names_a_file_that_is_no_report(tmp_path, text, words):
+    bad = tmp_path / "results.json"
+    bad.write_text(text)
+    outcome = run("table", bad)
+    assert outcome.exit_code == 1 and isinstance(outcome.exception, SystemExit), outcome.exception
+    assert f"{bad}: {words}" in outcome.output
+
+
+def test_grade_names_an_unknown_assignment(course_root, tmp_path):
+    results = tmp_path / "results.json"
+    outcome = run("grade", course_root / "reference", "--course", course_root, "--results", results,
+                  "--assignment", "vector")
+    assert outcome.exit_code == 2
+    output = json.loads(results.read_text())["output"]
+    assert "unknown assignment 'vector' (the rubric has: vec, grid2d)" in output
