@@ -130,6 +130,9 @@ def load_spec(directory: Path) -> Spec:
         raise SpecError(f"{path}: defines no SPEC = Spec(...)")
     if spec.name != directory.name:
         raise SpecError(f"{path}: SPEC.name is {spec.name!r}, the folder is {directory.name!r}")
+    empty = [group for group, cases in spec.cases.items() if not cases]
+    if empty:  # an item on it would pass every gate with nothing run
+        raise SpecError(f"{path}: case group {empty[0]!r} has no cases")
     return spec
 
 

@@ -45,6 +45,8 @@ def test_load_course_finds_every_spec(tmp_path):
     ("SPEC = 3\n", "defines no SPEC = Spec(...)"),
     ("import numpy as np\nSPEC = np.nope\n", "AttributeError"),
     ("def broken(:\n", "SyntaxError"),
+    (GOOD.format(name="a").replace('{"aligned"', '{"safety": (), "aligned"'),
+     "case group 'safety' has no cases"),
 ])
 def test_spec_errors_name_the_file(tmp_path, text, words):
     write_spec(tmp_path, "a", text)
