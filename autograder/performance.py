@@ -243,7 +243,8 @@ def _ratio_sentence(metric: str, ratio: float, full_at: float, zero_at: float) -
     if not math.isfinite(ratio):
         return f"{what}: the reference kernel counts none, yours counts some ({bounds})"
     if ratio < 1.0:
-        return f"{what}: {ratio:.3f}x the reference: faster than the reference, full marks"
+        verdict = "full marks" if ratio <= full_at else f"not yet {full_at:g}x ({bounds})"
+        return f"{what}: {ratio:.3f}x the reference: faster than the reference, {verdict}"
     return f"{what}: {ratio:.3f}x the reference ({bounds})"
 
 

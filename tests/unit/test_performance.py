@@ -79,6 +79,11 @@ def test_faster_than_reference_is_full_marks_and_said():
     assert not evidence.below_floor
 
 
+def test_faster_than_reference_but_short_of_full_at_is_not_called_full_marks():
+    evidence = perf.score_timings([_timing(0.8, 1.0)], full_at=0.5, zero_at=2.0)
+    assert 0.0 < evidence.fraction < 1.0
+    assert "full marks" not in evidence.message.split("(")[0] and "0.800x the reference" in evidence.message
+
 def test_a_wrong_timed_launch_earns_nothing_however_fast():
     wrong = "timed launch 7 (input set 1) of your kernel gave 4096 wrong outputs"
     evidence = perf.score_timings([_timing(0.5, 1.0, wrong=wrong)], full_at=1.25, zero_at=4.0)
