@@ -90,6 +90,7 @@ class _Reader:
     def __init__(self, path: Path):
         self.path = path
         self._scalars = yaml.constructor.SafeConstructor()
+        self._names: set[str] = set()  # item names so far, across assignments
 
     def error(self, node: yaml.Node | None, message: str) -> RubricError:
         line = f":{node.start_mark.line + 1}" if node is not None else ""
@@ -226,9 +227,9 @@ class _Reader:
         return {"metric": str(self.scalar(entries["metric"])), "full_at": full_at, "zero_at": zero_at}
 
     def unique_names(self, items: tuple[Item, ...], node: yaml.SequenceNode) -> None:
-        seen = set()
+        """Unique across the course: the class table and results.json's readers key items by name."""
         for item, item_node in zip(items, node.value, strict=True):
-            if item.name in seen:
+            if item.name in self._names:
                 raise self.error(item_node, f"two items are named {item.name!r}; give one a 'name'")
-            seen.add(item.name)
+            self._names.add(item.name)
 

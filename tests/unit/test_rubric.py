@@ -77,6 +77,13 @@ def test_duplicate_item_names_are_an_error(tmp_path):
         load(tmp_path, text)
 
 
+def test_item_names_are_unique_across_assignments(tmp_path):
+    # the class table and a TA's reading of results.json key items by name
+    text = GOOD.replace("name: the grid", "name: vec correctness (aligned)")
+    with pytest.raises(RubricError, match=r":13: two items are named 'vec correctness \(aligned\)'"):
+        load(tmp_path, text)
+
+
 def test_missing_assignment_is_an_error(tmp_path):
     groups = {**GROUPS, "window_sum": {"aligned": ()}}
     with pytest.raises(RubricError, match=r"rubric.yaml:5: no rubric entry for assignment\(s\) window_sum"):
