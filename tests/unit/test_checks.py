@@ -175,3 +175,11 @@ def test_an_untouched_input_holding_nan_is_not_reported_as_modified():
     assert compare(spec, case, prepared, LaunchResult(outputs=untouched))["inputs_modified"] == ()
     changed = {**untouched, "a": np.array([1.0, np.nan, 2.0, 4.0], np.float32)}
     assert compare(spec, case, prepared, LaunchResult(outputs=changed))["inputs_modified"] == ("a",)
+
+
+def test_integer_outputs_are_exact_whatever_the_float_tolerance():
+    expected = np.array([1_000_000.0, 7.0])
+    off_by_one = np.array([1_000_001, 7], np.int32)  # within rtol 1e-5 of a million
+    c = compare_output("count", off_by_one, expected, (2,), 1e-5, 1e-5)
+    assert (c.wrong, c.first_wrong) == (1, "count[0]")
+    assert compare_output("count", np.array([1_000_000, 7], np.int32), expected, (2,), 1e-5, 1e-5).ok
