@@ -42,7 +42,9 @@ class Scalar:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """An output passes where ``|out - ref| <= atol + rtol * |ref|`` (both expressions)."""
+    """An output passes where ``|out - ref| <= atol + rtol * |ref|`` (both expressions).
+
+    Integer outputs and infinite reference values must match exactly."""
 
     rtol: str = "1e-5"
     atol: str = "1e-5"
