@@ -1,3 +1,4 @@
+import signal
 import time
 
 import numpy as np
@@ -85,6 +86,30 @@ def test_compile_error_crosses_with_its_log(worker):
 def test_an_unexpected_error_is_a_grader_error_with_the_traceback(worker):
     with pytest.raises(WorkerError, match="KeyError: 'emulator bug'"):
         worker.launch(launch(BUG))
+
+
+UNPICKLABLE = "def k(ctx, x, n):\n    ctx.finding('shared_race', 'm', others=lambda: 0)\n"
+SLOW = "import time\ndef k(ctx, x, n):\n    time.sleep(1)\n    x[:n] += 10\n"
+
+
+def test_a_result_that_cannot_cross_the_pipe_is_a_grader_error_and_the_next_runs(worker):
+    with pytest.raises(WorkerError, match="pickle"):
+        worker.launch(launch(UNPICKLABLE))
+    assert worker.launch(launch(ADD)).outputs["x"][0] == 2
+
+
+def test_after_an_interrupted_launch_the_next_call_gets_its_own_answer(worker):
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(KeyboardInterrupt):
+            worker.launch(launch(SLOW))
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert worker.launch(launch(ADD)).outputs["x"][0] == 2  # not the slow launch's 11
 
 
 def test_pipeline_grades_the_rest_after_a_hang_and_a_crash(course, submit):
