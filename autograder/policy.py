@@ -44,6 +44,8 @@ _TOKEN = re.compile(
 
 def read_source(path: Path) -> tuple[str, str | None]:
     """The submitted source, or why it cannot be graded (the sentence the student reads)."""
+    if path.is_symlink():  # it could name the reference solution beside the submission
+        return "", f"{path.name} is a symbolic link; submit the file itself"
     if not path.is_file():
         return "", f"{path.name} was not submitted"
     data = path.read_bytes()

@@ -72,3 +72,12 @@ def test_size_encoding_and_absence_are_reported(tmp_path):
     assert "not UTF-8" in read_source(path)[1]
     path.write_bytes(b" " * (MAX_SOURCE_BYTES + 1))
     assert "the limit is" in read_source(path)[1]
+
+
+def test_a_symbolic_link_is_refused_not_followed(tmp_path):
+    # a zip can carry a link to the reference solution beside the submission
+    secret = tmp_path / "reference.cu"
+    secret.write_text(KERNEL)
+    link = tmp_path / "vector_add.cu"
+    link.symlink_to(secret)
+    assert read_source(link) == ("", "vector_add.cu is a symbolic link; submit the file itself")
