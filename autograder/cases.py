@@ -154,7 +154,15 @@ def reference_outputs(spec: Spec, case: Case, inputs: dict[str, np.ndarray]) -> 
     except Exception as e:
         raise SpecError(f"{spec.name}: the numpy reference failed on case {dict(case)}: {e!r}") from e
     _check_reference_names(spec, outputs)
-    return {name: np.asarray(value, dtype=np.float64).reshape(-1) for name, value in outputs.items()}
+    flat = {name: np.asarray(value, dtype=np.float64).reshape(-1) for name, value in outputs.items()}
+    for array in arrays(spec):
+        if array.name in flat and flat[array.name].size != array_size(array, case):
+            raise SpecError(
+                f"{spec.name}: the numpy reference returns {flat[array.name].size} value"
+                f"{'s' if flat[array.name].size != 1 else ''} of {array.name}; {array.name} has "
+                f"{array_size(array, case)} elements (case {dict(case)})"
+            )
+    return flat
 
 
 def _check_reference_names(spec: Spec, outputs: dict) -> None:

@@ -84,3 +84,10 @@ def test_a_reference_that_misses_an_output_is_a_spec_error_not_an_unchecked_outp
     inputs = make_inputs(spec, CASE, 1)
     with pytest.raises(SpecError, match="output y"):
         reference_outputs(spec, CASE, inputs)
+
+
+def test_a_reference_output_of_the_wrong_size_is_a_spec_error_not_a_broadcast():
+    reference = lambda **kw: {"y": np.float64(1.0), "z": kw["k"], "w": kw["w"]}  # noqa: E731
+    spec = dataclasses.replace(SPEC, reference=reference)
+    with pytest.raises(SpecError, match="1 value of y; y has 1000"):
+        reference_outputs(spec, CASE, make_inputs(spec, CASE, 1))
