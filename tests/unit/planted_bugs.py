@@ -20,7 +20,7 @@ MUTANTS = [
     ("rubric: missing assignment accepted", "autograder/rubric.py", "        if missing:\n            raise", "        if False:\n            raise"),
     ("rubric: unknown case group accepted", "autograder/rubric.py", "if groups is not None and cases not in groups:", "if False:"),
     ("rubric: wrong line number", "autograder/rubric.py", 'line = f":{node.start_mark.line + 1}"', 'line = f":{node.start_mark.line}"'),
-    ("cases: zeros allowed in inputs", "autograder/cases.py", "values = rng.uniform(0.5, 1.5, size)", "values = rng.uniform(0.0, 1.5, size)"),
+    ("cases: zeros allowed in inputs", "autograder/cases.py", "        values += 0.5\n", "        values += 0.0\n"),
     ("cases: outputs poisoned with 0", "autograder/cases.py", "        return np.nan\n", "        return 0.0\n"),
     ("cases: seed ignores the case index", "autograder/cases.py", 'f"{secret}/{assignment}/{group}/{index}/{launch}"', 'f"{secret}/{assignment}/{group}/{launch}"'),
     ("checks: no gating", "autograder/checks.py", "    wrong = [o for o in outcomes if not o.correct]\n    if not wrong:", "    wrong = []\n    if not wrong:"),
@@ -45,6 +45,13 @@ MUTANTS = [
     ("spec: folder and name may differ", "autograder/spec.py", "if spec.name != directory.name:", "if False:"),
     ("spec: unknown parameters read as 0", "autograder/spec.py", '            raise KeyError(f"unknown parameter {node.id!r}")', "            return 0"),
     ("cli: a failing report zeroes the grades", "autograder/cli.py", "        optional(\"the TA report\", write_report, report_path, graded, submission)", "        write_report(report_path, graded, submission)"),
+    ("policy: a digit separator opens a character literal", "autograder/policy.py", r"""|(?P<word>[A-Za-z_]\w*|\.?\d(?:[eEpP][+-]|'\w|[\w.])*)""", '|(?P<word>[A-Za-z_]\\w*)'),
+    ("policy: a comment is blanked, not one space", "autograder/policy.py", '        return " "\n', '        return re.sub(r"[^\\n]", " ", match.group(0))\n'),
+    ("policy: symbolic links followed", "autograder/policy.py", "    if path.is_symlink():", "    if False:"),
+    ("checks: an infinite reference within any tolerance", "autograder/checks.py", "np.where(np.isfinite(expected), error <= atol + rtol * np.abs(expected), got == expected)", "error <= atol + rtol * np.abs(expected)"),
+    ("checks: integer outputs within a float tolerance", "autograder/checks.py", "        rtol = atol = 0.0\n", "        pass\n"),
+    ("cases: a reference may leave out an output", "autograder/cases.py", "    if missing or unknown:", "    if unknown:"),
+    ("cli: SIGTERM kills the grader before results.json", "autograder/cli.py", "    signal.signal(signal.SIGTERM, raise_terminated)\n", ""),
     ("run_autograder: no fallback", "run_autograder", 'if [ ! -s "$results" ]; then', 'if false; then'),
 ]
 
