@@ -174,10 +174,11 @@ def _grade_assignment(name: str, submission: Path, course: Course, backends: Bac
     items = course.rubric.assignments[name]
     spec = course.specs[name]
     source, problem = read_source(submission / f"{name}.cu")
+    regrade = False
     if problem is None:
-        problem = _compile_problem(backends.grading, spec, source, items)
+        problem, regrade = _compile_problem(backends.grading, spec, source, items)
     if problem is not None:
-        yield from (ItemResult(item, 0.0, problem) for item in items)
+        yield from (ItemResult(item, 0.0, problem, regrade=regrade) for item in items)
         return
     reference = course.reference_source(name)
     sources = {"student": source, "reference": reference.read_text() if reference.exists() else None}
@@ -194,13 +195,18 @@ def check_item(item: Item, runner: CaseRunner) -> ItemResult:
         return ItemResult(item, 0.0, message, {"grader_error": repr(e)}, regrade=True)
 
 
-def _compile_problem(backend: Backend, spec: Spec, source: str, items: tuple[Item, ...]) -> str | None:
-    """Compile the first case's program once; a compile error fails every item of the assignment."""
+def _compile_problem(
+    backend: Backend, spec: Spec, source: str, items: tuple[Item, ...]
+) -> tuple[str | None, bool]:
+    """Compile the first case's program once; a compile error fails every item of the assignment.
+
+    Returns the problem and whether it is the grader's (the compiler could not run: regrade).
+    """
     case = spec.cases[items[0].cases][0]
     try:
         backend.compile(program(spec, source, case))
     except CompileError as e:
-        return str(e)
-    except BackendError as e:
-        return f"the compiler could not run: {e}"
-    return None
+        return str(e), False
+    except Exception as e:  # a crashed worker or a grader bug: this assignment is flagged, the rest graded
+        return f"the compiler could not run ({type(e).__name__}: {e}); flagged for regrading", True
+    return None, False

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from autograder import pipeline
-from autograder.backends.base import Unsupported
+from autograder.backends.base import LaunchFailure, Unsupported
 from autograder.report import write_report
 from autograder.results import build_results, fallback_results
 
@@ -133,6 +133,22 @@ def test_a_grader_bug_in_one_case_is_flagged_and_the_rest_graded(course, submit,
     assert ragged.regrade and "grader error: ZeroDivisionError: emulator bug" in ragged.output
     assert ragged.score == 1.0  # the other ragged case still counts
     assert next(r for r in graded.items if r.item.check == "bounds").passed
+
+
+@pytest.mark.parametrize("error", [LaunchFailure("compile crashed the grading worker (signal SIGKILL)"),
+                                   RuntimeError("nvrtc library missing")])
+def test_a_compiler_that_cannot_run_flags_its_items_and_grades_the_rest(course, error):
+    class NoCompiler(FakeBackend):
+        def compile(self, program):
+            if program.kernel == "vec":
+                raise error
+            super().compile(program)
+
+    broken = NoCompiler()
+    graded = grade(course, pipeline.Backends(broken, broken), course.root / "reference")
+    vec = [r for r in graded.items if r.item.assignment == "vec"]
+    assert all(r.score == 0 and r.regrade and str(error) in r.output for r in vec)
+    assert next(r for r in graded.items if r.item.assignment == "grid2d").passed
 
 
 def test_unsupported_ptx_fails_the_case_and_flags_the_item(course):
