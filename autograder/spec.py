@@ -140,5 +140,7 @@ def load_spec(directory: Path) -> Spec:
 
 def load_course(root: Path) -> dict[str, Spec]:
     """Every assignment under ``root/assignments``, by name."""
+    if not (root / "assignments").is_dir():
+        raise SpecError(f"{root / 'assignments'}: no such folder (is {root} the course root?)")
     folders = sorted((root / "assignments").iterdir())
     return {d.name: load_spec(d) for d in folders if (d / "spec.py").exists()}

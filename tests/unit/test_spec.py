@@ -59,3 +59,8 @@ def test_spec_errors_name_the_file(tmp_path, text, words):
 def test_an_infinite_size_or_geometry_is_a_spec_error():
     with pytest.raises(SpecError, match="not a finite number"):
         dim3(("n * 1e308 * 10",), {"n": 1})
+
+
+def test_a_course_without_assignments_is_a_spec_error_naming_the_folder(tmp_path):
+    with pytest.raises(SpecError, match=r"assignments: no such folder"):
+        load_course(tmp_path)
