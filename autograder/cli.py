@@ -196,6 +196,11 @@ def selfcheck(course_root, backend, assignments):
     """Grade reference/ (must score 100 %) and starter/ (must score 0) for every assignment."""
     course = load_course(course_root)
     names = list(assignments) or list(course.rubric.assignments)
+    unknown = [name for name in names if name not in course.rubric.assignments]
+    if unknown:
+        known = ", ".join(course.rubric.assignments)
+        raise click.BadParameter(f"unknown assignment {unknown[0]!r} (the rubric has: {known})",
+                                 param_hint="--assignment")
     failures = 0
     with open_backends(backend or course.rubric.backend, course.rubric.limits) as backends:
         for name in names:

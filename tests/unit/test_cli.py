@@ -164,3 +164,8 @@ def test_grade_names_an_unknown_assignment(course_root, tmp_path):
     assert outcome.exit_code == 2
     output = json.loads(results.read_text())["output"]
     assert "unknown assignment 'vector' (the rubric has: vec, grid2d)" in output
+
+
+def test_selfcheck_names_an_unknown_assignment(course_root):
+    outcome = run("selfcheck", "--course", course_root, "--assignment", "vector")
+    assert outcome.exit_code == 2 and "unknown assignment 'vector'" in outcome.output
