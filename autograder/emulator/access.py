@@ -222,8 +222,9 @@ class Access:
             events[bytes_] += lanes * total
             events[sectors_] += sectors(warps, a, total, full)
 
-    def shadow(self, idx, pos, off, total: int, how: str, words=None) -> None:
-        """Check and record the shared words lanes ``idx[pos]`` read or wrote (``how``)."""
+    def shadow(self, idx, pos, off, total: int, how: str, words=None, values=None) -> None:
+        """Check and record the shared words lanes ``idx[pos]`` read or wrote (``how``);
+        a store calls it before it lands, with the ``values`` (one per vector element)."""
         ch = self.ch
         shadow = ch.shared.shadow
         if idx is None and pos is None:
@@ -239,8 +240,12 @@ class Access:
         if how == "atomic":
             shadow.touch(rows, per)
             return
-        check = shadow.read if how == "read" else shadow.write
-        for hazard in check(rows, threads, per, self.ins.index):
+        if how == "read":
+            hazards = shadow.read(rows, threads, per, self.ins.index)
+        else:
+            stored = None if values is None else _stored_words(ch.shared, values, off, rows, per)
+            hazards = shadow.write(rows, threads, per, self.ins.index, stored)
+        for hazard in hazards:
             self._report_hazard(hazard)
 
     def _report_hazard(self, h) -> None:
@@ -276,6 +281,20 @@ _EVENTS = {
                           ("requests", "values", "bytes", "sectors", "wavefronts", "conflicts"))
     for space in SPACES for write in (False, True)
 }
+
+
+def _stored_words(shared, values, off: np.ndarray, rows: np.ndarray, per: int):
+    """A lazy ``() -> (new, old)``: the shadow units a store writes and those it replaces,
+    each (lanes, per), for the same-value test of a write-after-write."""
+    unit = np.dtype(f"u{1 << shared.unit_shift}")
+
+    def stored():
+        lanes = [np.broadcast_to(np.asarray(v), off.shape) for v in values]
+        new = np.ascontiguousarray(np.stack(lanes, axis=1)).view(np.uint8).view(unit)
+        old = shared.bytes.view(unit)[(rows[:, None] * per + np.arange(per)).reshape(-1)]
+        return new.reshape(-1, per), old.reshape(-1, per)
+
+    return stored
 
 
 def _inside_aligned(a: np.ndarray, last: int, total: int, first: int = 0) -> bool:
@@ -395,13 +414,13 @@ def build_st(ins: Instr, ch):
         for buf, pos, off in groups:
             view = buf.view(dt)
             el = off >> shift
-            for k, get in enumerate(gets):
-                v = get(idx)
-                if pos is not None and isinstance(v, np.ndarray):
-                    v = v[pos]
-                view[el + k] = v
+            values = [get(idx) for get in gets]
+            if pos is not None:
+                values = [v[pos] if isinstance(v, np.ndarray) else v for v in values]
             if check_shared and buf is ch.shared.bytes:
-                access.shadow(idx, pos, off, total, "write")
+                access.shadow(idx, pos, off, total, "write", values=[np.asarray(v, dt) for v in values])
+            for k, v in enumerate(values):
+                view[el + k] = v
 
     return run
 

@@ -73,11 +73,18 @@ class SharedShadow:
             self._fold()
         return hazards
 
-    def write(self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int) -> list[Hazard]:
+    def write(self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int,
+              stored=None) -> list[Hazard]:
+        """``stored()``, when given and called before the store lands, returns the (lanes,
+        per) words about to be written and those in memory: a word rewritten with the
+        value it holds is no write-after-write (racecheck rates it harmless)."""
         state = _gather(self.state, rows, per)
         mine = _per_word(threads, per)
         hazards = []
         waw = (state >= 0) & (state != mine)
+        if waw.any() and stored is not None:
+            new, old = stored()
+            waw &= new.reshape(waw.shape) != old.reshape(waw.shape)
         if waw.any():
             j = int(np.argmax(waw))
             word = _word(rows, per, j)
@@ -86,6 +93,8 @@ class SharedShadow:
         hazards += self._after_reads(rows, threads, per)
         _scatter(self.state, rows, per, mine)
         clash = _gather(self.state, rows, per) != mine
+        if clash.any() and stored is not None:
+            clash &= _differs_from_last(stored()[0], rows, per, self.state.size).reshape(clash.shape)
         if clash.any():  # two threads of this instruction wrote one word
             j = int(np.argmax(clash))
             word = _word(rows, per, j)
@@ -186,6 +195,15 @@ def _scatter(array: np.ndarray, rows: np.ndarray, per: int, values) -> None:
 def _per_word(values: np.ndarray, per: int) -> np.ndarray:
     """Per-lane values, broadcast over each lane's ``per`` words."""
     return values if per == 1 else values[:, None]
+
+
+def _differs_from_last(new: np.ndarray, rows: np.ndarray, per: int, size: int) -> np.ndarray:
+    """Per word of ``new`` (lanes, per): does it differ from the value the last lane writing
+    that word leaves there?"""
+    words, _ = _words(rows, rows, per)
+    last = np.zeros(size, new.dtype)
+    last[words] = new.reshape(-1)
+    return last[words] != new.reshape(-1)
 
 
 def _word(rows: np.ndarray, per: int, j: int) -> int:

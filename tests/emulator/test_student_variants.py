@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from autograder.backends.base import Buffer, Scalar
+
 from .helpers import launch, out
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +36,32 @@ def test_warp_size_is_the_ptx_constant_warp_sz():
     result = launch(WARP_SIZE, "warp_size", 1, 64, [out("y", 64, np.int32)])
     assert result.findings == []
     np.testing.assert_array_equal(result.outputs["y"], 32 + np.arange(64) // 32)
+
+SAME_VALUE_FLAG = r"""
+extern "C" __global__ void flag(const float* x, int* y, int n) {
+    __shared__ int any;
+    __shared__ int other;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (threadIdx.x == 0) { any = 0; other = 0; }
+    __syncthreads();
+    if (i < n && x[i] > 0.0f) any = 1;       // many threads store the same value: benign
+    if (threadIdx.x == 0) other = 1;
+    if (threadIdx.x == 33) other = 2;        // a different value than thread 0's: a real race
+    __syncthreads();
+    y[i] = any + 10 * other;
+}
+"""
+
+
+def test_threads_storing_the_same_value_do_not_race_but_different_values_do():
+    # racecheck rates a same-value write-after-write as harmless (INFO): the flag idiom
+    # `if (cond) flag = 1;` is well defined; the second store of a different value is not
+    x = np.ones(64, np.float32)
+    result = launch(SAME_VALUE_FLAG, "flag", 1, 64, [Buffer("x", x), out("y", 64, np.int32),
+                                                     Scalar("n", np.int32(64))])
+    races = [f.message for f in result.findings if f.kind == "shared_race"]
+    assert len(races) == 1 and "other[0]" in races[0], races
+
 
 def _grade(variant: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     assignment = variant.parent.name

@@ -1,14 +1,5 @@
 // matmul_block_tile variant: two slab pairs, one barrier per step (the next slabs are written
 // into the other pair while this pair is read), a thread's tile interleaved by L / V.
-#ifndef L
-#define L 32
-#endif
-#ifndef V
-#define V 4
-#endif
-#ifndef S
-#define S 8
-#endif
 constexpr int TPD = L / V;
 constexpr int NT = TPD * TPD;
 

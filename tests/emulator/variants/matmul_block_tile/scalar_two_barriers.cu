@@ -1,14 +1,5 @@
 // matmul_block_tile variant: a thread owns V consecutive rows and columns, the slabs are
 // filled with a strided loop over the block's threads, scalar shared reads, two barriers.
-#ifndef L
-#define L 32
-#endif
-#ifndef V
-#define V 4
-#endif
-#ifndef S
-#define S 8
-#endif
 #define NT ((L / V) * (L / V))
 
 __global__ void matmul_block_tile(const float* __restrict__ A, const float* __restrict__ B,
