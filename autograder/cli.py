@@ -196,11 +196,10 @@ def selfcheck(course_root, backend, assignments):
     """Grade reference/ (must score 100 %) and starter/ (must score 0) for every assignment."""
     course = load_course(course_root)
     names = list(assignments) or list(course.rubric.assignments)
-    unknown = [name for name in names if name not in course.rubric.assignments]
-    if unknown:
-        known = ", ".join(course.rubric.assignments)
-        raise click.BadParameter(f"unknown assignment {unknown[0]!r} (the rubric has: {known})",
-                                 param_hint="--assignment")
+    try:
+        pipeline.check_assignments(course, names)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--assignment") from e
     failures = 0
     with open_backends(backend or course.rubric.backend, course.rubric.limits) as backends:
         for name in names:

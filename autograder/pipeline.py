@@ -143,10 +143,7 @@ def grade_submission(
     started = time.monotonic()
     secret = seed if seed is not None else secrets.randbits(63)
     grade = Grade(items=[], backend=backends.grading.name, seed=secret)
-    unknown = [name for name in assignments or () if name not in course.rubric.assignments]
-    if unknown:
-        known = ", ".join(course.rubric.assignments)
-        raise ValueError(f"unknown assignment {unknown[0]!r} (the rubric has: {known})")
+    check_assignments(course, assignments or [])
     names = assignments or _submitted(submission, course, grade.notes)
     deadline = started + course.rubric.limits.submission_s
     for name in names:
@@ -156,6 +153,14 @@ def grade_submission(
                 progress(result)
     grade.elapsed_s = time.monotonic() - started
     return grade
+
+
+def check_assignments(course: Course, names: list[str]) -> None:
+    """A ValueError naming the first of ``names`` that the rubric does not have."""
+    unknown = [name for name in names if name not in course.rubric.assignments]
+    if unknown:
+        known = ", ".join(course.rubric.assignments)
+        raise ValueError(f"unknown assignment {unknown[0]!r} (the rubric has: {known})")
 
 
 def _submitted(submission: Path, course: Course, notes: list[str]) -> list[str]:
