@@ -1,0 +1,34 @@
+"""The GPU timing protocol's output check (``gpu_timing.count_mismatches``), run on the emulator.
+
+It decides, on the device, whether a timed launch's outputs match the reference kernel's;
+the same rules as ``checks.compare_output``: NaN never matches, an infinity only itself,
+floats within the tolerance, integers exactly (the caller passes atol = rtol = 0 for them)."""
+
+import numpy as np
+import pytest
+
+from autograder.backends.base import Buffer, Launch, Scalar
+from autograder.backends.emulator import EmulatorBackend
+from autograder.backends.gpu_timing import _compare_program
+
+
+def mismatches(got, want, atol, rtol):
+    dtype = str(np.asarray(got).dtype)
+    args = (Buffer("got", np.asarray(got)), Buffer("want", np.asarray(want, dtype=dtype)),
+            Scalar("n", len(got), "uint64"), Scalar("atol", atol, "float64"), Scalar("rtol", rtol, "float64"),
+            Buffer("bad", np.zeros(1, np.uint32), is_output=True))
+    result = EmulatorBackend().launch(Launch(_compare_program(dtype), (1, 1, 1), (32, 1, 1), args))
+    return int(result.outputs["bad"][0])
+
+
+def test_float_outputs_within_the_tolerance_nan_and_infinities():
+    want = np.array([1.0, 2.0, 3.0, np.inf, -np.inf, 5.0], np.float32)
+    assert mismatches(want.copy(), want, 1e-5, 1e-5) == 0
+    got = np.array([1.0 + 1e-7, 2.001, np.nan, -np.inf, np.inf, np.inf], np.float32)
+    assert mismatches(got, want, 1e-5, 1e-5) == 5  # 2.001, NaN, the swapped infinities, inf for 5
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint32", "int64"])
+def test_integer_outputs_compare_exactly(dtype):
+    want = np.array([1_000_000, 7, 9], dtype)
+    assert mismatches(np.array([1_000_001, 7, 9], dtype), want, 0.0, 0.0) == 1
