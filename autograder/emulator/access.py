@@ -43,6 +43,7 @@ class Access:
         self.ch = chunk
         self.m = chunk.m
         self.space = "global" if space == "const" else space
+        self.counted = space != "const"  # the constant cache is no global-memory traffic
 
     # ----- locating ------------------------------------------------------------
     def locate(self, idx, a: np.ndarray, total: int, write: bool, elem: int):
@@ -193,6 +194,8 @@ class Access:
     def count(self, idx, a, total: int, vec: int, write: bool, words=None) -> None:
         """Requests, values, bytes, sectors or wavefronts of one instruction; ``words`` are
         the lanes' shared words when the caller has them (any block offset: banks repeat)."""
+        if not self.counted:
+            return
         if self.space == "generic":
             for _sub, sub_idx, rel, space in self._by_window(idx, a):
                 self.space = space

@@ -63,6 +63,24 @@ def test_threads_storing_the_same_value_do_not_race_but_different_values_do():
     assert len(races) == 1 and "other[0]" in races[0], races
 
 
+CONSTANT_WEIGHTS = r"""
+__constant__ float weights[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+extern "C" __global__ void weigh(const float* x, float* y) {
+    int i = threadIdx.x;
+    y[i] = weights[0] * x[i] + weights[1] + weights[2] + weights[3];
+}
+"""
+
+
+def test_constant_memory_reads_are_no_global_load_traffic():
+    # __constant__ tables (a convolution's weights) are read through the constant cache:
+    # global_load_values counts the kernel's one load of x per thread, not the four weights
+    x = np.arange(32, dtype=np.float32)
+    result = launch(CONSTANT_WEIGHTS, "weigh", 1, 32, [Buffer("x", x), out("y", 32)])
+    np.testing.assert_allclose(result.outputs["y"], x + 9)
+    assert result.counters.totals["global_load_values"] == 32
+
+
 def _grade(variant: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     assignment = variant.parent.name
     kernel = tmp_path / f"{assignment}.cu"  # the file's name says the assignment
