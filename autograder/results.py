@@ -20,18 +20,31 @@ from autograder.rubric import Item, Rubric
 
 def build_results(grade: Grade, rubric: Rubric) -> dict:
     tests = [_test(r.item, r.score, r.output, r.passed, rubric, r.regrade) for r in grade.items]
-    score = round(sum(t["score"] for t in tests), 4)
-    maximum = sum(t["max_score"] for t in tests)
-    summary = f"{score:g} / {maximum:g} points, graded on the {grade.backend} backend"
-    pending = sum(r.item.points for r in grade.items if r.not_run)
-    if pending:
-        summary += f"; {pending:g} of those points were not run here (they need a GPU) and will be regraded"
     return {
-        "score": score,
+        "score": round(sum(t["score"] for t in tests), 4),
         "execution_time": round(grade.elapsed_s),
-        "output": "\n".join([*grade.notes, summary]),
+        "output": "\n".join([*grade.notes, _summary(grade)]),
         "tests": tests,
     }
+
+
+def _summary(grade: Grade) -> str:
+    """The points of the items students see now; hidden and later-shown items are only counted."""
+    shown = [r for r in grade.items if r.item.visibility == "visible"]
+    score, maximum = sum(r.score for r in shown), sum(r.item.points for r in shown)
+    summary = f"{score:g} / {maximum:g} points, graded on the {grade.backend} backend"
+    later = sum(r.item.points for r in grade.items if r.item.visibility != "visible")
+    if later:
+        summary += (f"; not counted here: {_points(later)} shown after the due date or when grades "
+                    "are published")
+    pending = sum(r.item.points for r in grade.items if r.not_run)
+    if pending:
+        summary += f"; not run here: {_points(pending)} that need a GPU, to be regraded on one"
+    return summary
+
+
+def _points(n: float) -> str:
+    return f"{n:g} point" + ("" if n == 1 else "s")
 
 
 def fallback_results(rubric: Rubric | None, reason: str, elapsed_s: float = 0.0) -> dict:
