@@ -71,7 +71,7 @@ def include_problem(source: str, filename: str) -> str | None:
         written = " ".join(spliced[start:end].split())
         allowed = ", ".join(f"<{h}>" for h in sorted(ALLOWED_HEADERS))
         return (f"{filename}:{line}: '{written}' is not allowed: a submission is this one file, "
-                f"and it may include only CUDA's and C++'s own headers: {allowed}")
+                f"and it may include only these headers: {allowed}")
     return None
 
 
