@@ -1,6 +1,8 @@
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "run_autograder"
@@ -16,3 +18,24 @@ def test_results_json_exists_even_when_the_grader_cannot_start(tmp_path):
     assert run.returncode == 0
     results = json.loads((tmp_path / "ag/results/results.json").read_text())
     assert results["score"] == 0 and "could not start (exit status 127)" in results["output"]
+
+
+def test_a_sigterm_to_the_script_reaches_the_grader(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = tmp_path / "got-term"
+    # a stand-in grader that notes the signal (the real one then writes its fallback results)
+    (bin_dir / "autograder").write_text(
+        f"#!/bin/sh\ntrap 'echo term > {marker}; exit 2' TERM\nwhile true; do sleep 0.05; done\n"
+    )
+    (bin_dir / "autograder").chmod(0o755)
+    env = {**os.environ, "AUTOGRADER_ROOT": str(tmp_path / "ag"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    script = subprocess.Popen([str(SCRIPT)], env=env)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "ag/results").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    script.send_signal(signal.SIGTERM)
+    assert script.wait(timeout=20) == 0
+    assert marker.read_text().strip() == "term"
+    assert json.loads((tmp_path / "ag/results/results.json").read_text())["score"] == 0
