@@ -20,6 +20,11 @@ def test_results_json_exists_even_when_the_grader_cannot_start(tmp_path):
     assert results["score"] == 0 and "could not start (exit status 127)" in results["output"]
 
 
+def _terminable():
+    """A signal ignored when a shell starts cannot be trapped there, and CI may start us so."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def test_a_sigterm_to_the_script_reaches_the_grader(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -30,12 +35,16 @@ def test_a_sigterm_to_the_script_reaches_the_grader(tmp_path):
     )
     (bin_dir / "autograder").chmod(0o755)
     env = {**os.environ, "AUTOGRADER_ROOT": str(tmp_path / "ag"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    script = subprocess.Popen([str(SCRIPT)], env=env)
+    script = subprocess.Popen([str(SCRIPT)], env=env, preexec_fn=_terminable)
     deadline = time.monotonic() + 10
     while not (tmp_path / "ag/results").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.3)
     script.send_signal(signal.SIGTERM)
-    assert script.wait(timeout=20) == 0
+    try:
+        assert script.wait(timeout=20) == 0
+    finally:
+        script.kill()
+        subprocess.run(["pkill", "-f", str(bin_dir)], check=False)
     assert marker.read_text().strip() == "term"
     assert json.loads((tmp_path / "ag/results/results.json").read_text())["score"] == 0
