@@ -111,7 +111,7 @@ class GpuBackend(Backend):
         self.function(program)
 
     def launch(self, launch: Launch) -> LaunchResult:
-        function = self.function(launch.program)
+        function = self.function(launch.program, launch.shared_bytes)
         buffers = [arg for arg in launch.args if isinstance(arg, Buffer)]
         staged = {b.name: _padded(b, self.canary_bytes) for b in buffers}
         allocations = {}
@@ -175,21 +175,21 @@ class GpuBackend(Backend):
                 "the grader must start a fresh worker"
             )
 
-    def function(self, program: Program):
+    def function(self, program: Program, shared_bytes: int = 0):
+        """The loaded kernel, allowed ``shared_bytes`` of dynamic shared memory."""
         self.check_usable()
         if program not in self._functions:
             compiled = compile_cubin(program, self.arch)
             with self.active(), self.cuda_failures(program, CompileError):
                 module = self.driver.module_from_buffer(compiled.cubin)
                 self._functions[program] = (module, module.get_function(compiled.lowered_name))
-        return self._functions[program][1]
+        function = self._functions[program][1]
+        if shared_bytes > DEFAULT_SHARED_LIMIT:  # past 48 KiB the kernel must opt in
+            function.set_attribute(self.driver.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes)
+        return function
 
     def _run(self, function, launch: Launch, allocations: dict) -> tuple[float, str]:
         """Launch once and wait; return the device time in ms and the kernel's printf output."""
-        if launch.shared_bytes > DEFAULT_SHARED_LIMIT:
-            function.set_attribute(
-                self.driver.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared_bytes
-            )
         args = [_kernel_arg(arg, allocations, self.canary_bytes) for arg in launch.args]
         start, end = self.driver.Event(), self.driver.Event()
         with _captured_stdout() as printed:

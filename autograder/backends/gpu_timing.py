@@ -36,7 +36,6 @@ import numpy as np
 
 from autograder import performance
 from autograder.backends.base import Buffer, Launch, LaunchFailure, Program
-from autograder.backends.gpu import DEFAULT_SHARED_LIMIT
 from autograder.cases import case_seed, prepare, program
 from autograder.spec import Case, Spec, evaluate
 
@@ -173,13 +172,8 @@ class _Session:
         self.cuda = backend.driver  # the backend's driver module; its context is current
         self.request = request
         first = request.student[0]
-        self.kernels = {"student": backend.function(first.program),
-                        "reference": backend.function(request.reference)}
-        if first.shared_bytes > DEFAULT_SHARED_LIMIT:
-            for kernel in self.kernels.values():
-                kernel.set_attribute(
-                    self.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, first.shared_bytes
-                )
+        self.kernels = {"student": backend.function(first.program, first.shared_bytes),
+                        "reference": backend.function(request.reference, first.shared_bytes)}
         self.outputs = [(b.name, b.data.size, str(b.data.dtype)) for b in _buffers(first) if b.is_output]
         self.compare = {dtype: backend.function(_compare_program(dtype)) for _n, _s, dtype in self.outputs}
         self.stream = self.cuda.Stream()

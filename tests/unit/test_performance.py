@@ -239,7 +239,7 @@ class _FakeBackend:
     def cuda_failures(self, program, error_class):
         return contextlib.nullcontext()
 
-    def function(self, program):
+    def function(self, program, shared_bytes=0):
         if program.filename == "count_mismatches.cu":
             return self._compare
         kernel = self.kernels[program.source]
