@@ -35,6 +35,7 @@ from pathlib import Path
 from autograder.backends.base import BackendError, Buffer, Dim3, Finding, Launch
 from autograder.cases import case_seed, prepare
 from autograder.checks import ItemResult
+from autograder.emulator.findings import FindingLog, fmt3
 from autograder.pipeline import Course, Grade
 from autograder.policy import read_source
 from autograder.spec import Spec
@@ -122,19 +123,11 @@ def error_count(text: str) -> int | None:
 
 
 def collapse(findings: Sequence[Finding]) -> list[Finding]:
-    """One finding per kind and source line (the first one seen), ``others`` counting the rest."""
-    first: dict[tuple, Finding] = {}
-    counts: dict[tuple, int] = {}
+    """One finding per kind, source line and array (the first seen), ``others`` counting the rest."""
+    log = FindingLog("")
     for finding in findings:
-        key = (finding.kind, finding.line, finding.array)
-        first.setdefault(key, finding)
-        counts[key] = counts.get(key, 0) + 1 + finding.others
-    return [_with_others(first[key], counts[key] - 1) for key in first]
-
-
-def _with_others(finding: Finding, others: int) -> Finding:
-    fields = {name: getattr(finding, name) for name in Finding.__dataclass_fields__}
-    return Finding(**{**fields, "others": others})
+        log.add(finding, 1 + finding.others)
+    return log.findings()
 
 
 def _lines(text: str) -> list[str]:
@@ -202,7 +195,7 @@ def _who(thread: Dim3 | None, block: Dim3 | None) -> str:
 
 
 def _dim(value: Dim3 | None) -> str:
-    return "(?)" if value is None else "({},{},{})".format(*value)
+    return "(?)" if value is None else fmt3(value)
 
 
 def _invalid_access(record: _Record, tool: str, allocations: Mapping[int, Allocation]) -> Finding:
