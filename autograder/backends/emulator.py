@@ -10,7 +10,7 @@ import contextlib
 from autograder.backends.base import Backend, Launch, LaunchResult, Program, Unsupported
 from autograder.compiler import compile_ptx
 from autograder.emulator import emulate
-from autograder.emulator.machine import DEFAULT_BUDGET, decode_launchable
+from autograder.emulator.machine import DEFAULT_BUDGET, decode_launchable, keep_freed_memory
 
 
 class EmulatorBackend(Backend):
@@ -18,6 +18,7 @@ class EmulatorBackend(Backend):
 
     def __init__(self, budget: int = DEFAULT_BUDGET):
         self.budget = budget
+        keep_freed_memory()
 
     def compile(self, program: Program) -> None:
         """NVRTC's errors, and a local frame over CUDA's limit per thread."""

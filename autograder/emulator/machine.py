@@ -85,20 +85,18 @@ PREDEFINED_CONSTANTS = {"WARP_SZ": 32}  # PTX's predefined identifiers (warpSize
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
 
 
-def _keep_freed_memory() -> None:
+def keep_freed_memory() -> None:
     """Let glibc's malloc serve numpy's temporaries (a register's worth each, up to
     megabytes) from its heap rather than fresh ``mmap`` pages: otherwise every temporary of
     every instruction page-faults anew until malloc's adaptive threshold has grown, which
-    made a first 65 536-lane launch 3x slower (286 k page faults). Elsewhere, a no-op."""
+    made a first 65 536-lane launch 3x slower (286 k page faults). Elsewhere, a no-op.
+    Process-wide, so the emulator backend calls it in its own (worker) process."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)  # glibc's largest
         libc.mallopt(M_TRIM_THRESHOLD, 128 << 20)
     except (OSError, AttributeError):
         pass
-
-
-_keep_freed_memory()
 
 
 class BudgetError(Exception):
