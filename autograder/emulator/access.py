@@ -27,10 +27,6 @@ def space_of(ins: Instr) -> str:
     return "generic"
 
 
-def vector_width(ins: Instr) -> int:
-    return 4 if "v4" in ins.mods else 2 if "v2" in ins.mods else 8 if "v8" in ins.mods else 1
-
-
 def garbage(count: int, dtype: np.dtype) -> np.ndarray:
     return np.full(count * dtype.itemsize, GARBAGE, np.uint8).view(dtype)
 

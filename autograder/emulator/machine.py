@@ -51,9 +51,6 @@ from autograder.backends.base import (
 from autograder.emulator.counters import BankModel, Tally, warp_count
 from autograder.emulator.findings import FindingLog, dim3, fmt3
 from autograder.emulator.memory import (
-    LOCAL_REGION,
-    REGION_SHIFT,
-    SHARED_REGION,
     GlobalMemory,
     Region,
     SharedLayout,
@@ -680,5 +677,3 @@ def _converting_getter(storage: np.ndarray, dtype: np.dtype):
     return get
 
 
-SHARED_BASE = SHARED_REGION << REGION_SHIFT
-LOCAL_BASE = LOCAL_REGION << REGION_SHIFT

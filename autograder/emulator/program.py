@@ -64,9 +64,6 @@ class Instr:
     def type(self) -> str:
         return self.types[-1] if self.types else "b32"
 
-    def has(self, *mods: str) -> bool:
-        return any(m in self.mods for m in mods)
-
 
 SPECIAL_PREFIXES = (
     "%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%smid", "%nsmid",
