@@ -1,6 +1,7 @@
-// gemm_tensor_core variant: like simple_bk16, but the accumulators are scaled elementwise
-// through frag.x[] (legal whatever the layout), stored column-major into the scratch and read
-// back transposed.
+// gemm_tensor_core variant: like simple_bk16 (4 warps, warp w owns rows 32w..32w+31 and all 8
+// column fragments: 2 x 8 accumulators), but the accumulators are scaled elementwise through
+// frag.x[] (legal whatever the layout), stored column-major into the scratch and read back
+// transposed.
 #include <cuda_fp16.h>
 #include <mma.h>
 using namespace nvcuda;
@@ -8,11 +9,12 @@ using namespace nvcuda;
 __global__ void gemm_tensor_core(const half* A, const half* B, float* C, int M, int N, int K) {
     __shared__ __align__(32) half sA[128][16];
     __shared__ __align__(32) half sB[16][128];
-    __shared__ __align__(32) float scratch[8][16 * 16];
+    __shared__ __align__(32) float scratch[4][16 * 16];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row0 = blockIdx.y * 128, col0 = blockIdx.x * 128;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[8];
-    for (int j = 0; j < 8; ++j) wmma::fill_fragment(acc[j], 0.0f);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][8];
+    for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 8; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
     for (int k0 = 0; k0 < K; k0 += 16) {
         for (int e = threadIdx.x; e < 128 * 16; e += blockDim.x) {
@@ -22,23 +24,24 @@ __global__ void gemm_tensor_core(const half* A, const half* B, float* C, int M, 
             sB[kb][c] = k0 + kb < K && col0 + c < N ? B[(k0 + kb) * N + col0 + c] : __float2half(0.0f);
         }
         __syncthreads();
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
-        wmma::load_matrix_sync(a, &sA[warp * 16][0], 16);
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a[2];
+        for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], &sA[warp * 32 + i * 16][0], 16);
         for (int j = 0; j < 8; ++j) {
             wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> b;
             wmma::load_matrix_sync(b, &sB[0][j * 16], 128);
-            wmma::mma_sync(acc[j], a, b, acc[j]);
+            for (int i = 0; i < 2; ++i) wmma::mma_sync(acc[i][j], a[i], b, acc[i][j]);
         }
         __syncthreads();
     }
-    for (int j = 0; j < 8; ++j) {
-        for (int t = 0; t < acc[j].num_elements; ++t) acc[j].x[t] = acc[j].x[t] * 2.0f;
-        wmma::store_matrix_sync(scratch[warp], acc[j], 16, wmma::mem_col_major);
-        __syncwarp();
-        for (int e = lane; e < 256; e += 32) {
-            int r = row0 + warp * 16 + e / 16, c = col0 + j * 16 + e % 16;
-            if (r < M && c < N) C[r * N + c] = 0.5f * scratch[warp][(e % 16) * 16 + e / 16];
+    for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 8; ++j) {
+            for (int t = 0; t < acc[i][j].num_elements; ++t) acc[i][j].x[t] = acc[i][j].x[t] * 2.0f;
+            wmma::store_matrix_sync(scratch[warp], acc[i][j], 16, wmma::mem_col_major);
+            __syncwarp();
+            for (int e = lane; e < 256; e += 32) {
+                int r = row0 + warp * 32 + i * 16 + e / 16, c = col0 + j * 16 + e % 16;
+                if (r < M && c < N) C[r * N + c] = 0.5f * scratch[warp][(e % 16) * 16 + e / 16];
+            }
+            __syncwarp();
         }
-        __syncwarp();
-    }
 }
