@@ -22,8 +22,9 @@ SPEC = Spec(
         Scalar("N", "N"),
         Scalar("K", "K"),
     ),
-    block=("256",),
+    block=("128",),
     grid=("cdiv(N, 128)", "cdiv(M, 128)"),
+    shared_bytes="71680",  # the reference's two buffers: 2 * (128 * 72 + 64 * 136) halves
     cases={
         "aligned": _shapes((128, 128, 64), (256, 128, 128)),
         "ragged": _shapes((1, 1, 1), (33, 47, 13), (130, 200, 70)),
