@@ -28,10 +28,17 @@ torch.backends.cudnn.allow_tf32 = False
 ROWS: list[dict] = []
 
 
-# Variants tried beside the references (not part of the course): an L2 prefetch-size hint
-# on the loads of the one-element-per-thread kernels, to see what the fixed geometry leaves.
-HINTED = {
-    "vector_add": r"""
+# Variants of vector_add tried beside the reference (not part of the course), to see what its
+# fixed one-element-per-thread geometry leaves: the plain kernel, an L2 prefetch-size hint on
+# the loads, streaming cache hints, and two other ways of prefetching into L2 the inputs of
+# the blocks that run AHEAD elements later (the reference prefetches from every lane).
+VECTOR_ADD_VARIANTS = {
+    "plain": r"""
+__global__ void vector_add(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}""",
+    "L2::256B loads": r"""
 __global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
                            float* __restrict__ c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -42,33 +49,46 @@ __global__ void vector_add(const float* __restrict__ a, const float* __restrict_
         c[i] = x + y;
     }
 }""",
-    "window_sum": r"""
-__global__ void window_sum(const float* __restrict__ x, float* __restrict__ y, int n) {
-    __shared__ float tile[BLOCK + 4];
-    int t = threadIdx.x, base = blockIdx.x * BLOCK;
-    for (int q = t; q < BLOCK + 4; q += BLOCK) {
-        int g = base + q;
-        float v = 0.0f;
-        if (g < n + 4) asm("ld.global.nc.L2::256B.f32 %0, [%1];" : "=f"(v) : "l"(x + g));
-        tile[q] = v;
+    "streaming __ldcs/__stcs": r"""
+__global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
+                           float* __restrict__ c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) __stcs(c + i, __ldcs(a + i) + __ldcs(b + i));
+}""",
+    "prefetch.global.L2 lane 0": r"""
+__global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
+                           float* __restrict__ c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (threadIdx.x % 32 == 0 && i < n - AHEAD) {
+        asm volatile("prefetch.global.L2::evict_last [%0];" :: "l"(a + i + AHEAD));
+        asm volatile("prefetch.global.L2::evict_last [%0];" :: "l"(b + i + AHEAD));
     }
-    __syncthreads();
-    if (base + t < n) {
-        float sum = 0.0f;
-        for (int d = 0; d < 5; ++d) sum += tile[t + d];
-        y[base + t] = sum;
+    if (i < n) c[i] = a[i] + b[i];
+}""",
+    "bulk prefetch thread 0": r"""
+__global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
+                           float* __restrict__ c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (threadIdx.x == 0 && i + 256 <= n - AHEAD) {
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], 1024;" :: "l"(a + i + AHEAD));
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], 1024;" :: "l"(b + i + AHEAD));
     }
+    if (i < n) c[i] = a[i] + b[i];
 }""",
 }
 VARIANT: dict[str, str] = {}  # assignment -> source to use instead of the reference
 
 
-def kernel(name: str, **defines):
+def kernel(name: str, shared_bytes: int = 0, **defines):
+    """The compiled kernel, allowed ``shared_bytes`` of dynamic shared memory."""
     source = VARIANT.get(name) or (ROOT / "reference" / f"{name}.cu").read_text()
     options = ("--std=c++17", "-lineinfo", "-I/usr/local/cuda/include",
                *(f"-D{k}={v}" for k, v in defines.items()))
     module = cp.RawModule(code=source, options=options, name_expressions=(name,))
-    return module.get_function(name)
+    function = module.get_function(name)
+    if shared_bytes > 48 * 1024:  # past 48 KiB a kernel must opt in
+        function.max_dynamic_shared_size_bytes = shared_bytes
+    return function
 
 
 def median_ms(fn, reps: int = 20, warm: int = 3) -> float:
@@ -157,15 +177,16 @@ def hgemm_roof(M: int, N: int, K: int) -> float:
 # --- memory-bound kernels ---------------------------------------------------------------------
 
 @guarded
-def vector_add(n: int, roof: float):
-    f = kernel("vector_add")
+def vector_add(n: int, roof: float, label: str = "vector_add", **defines):
+    f = kernel("vector_add", **defines)
     a, b = rand(n), rand(n)
     c = torch.full((n,), float("nan"), device="cuda")
     args = (cupy_of(a), cupy_of(b), cupy_of(c), np.int32(n))
     launch = lambda: f((cdiv(n, 256),), (256,), args)  # noqa: E731
     launch()
     err = rel_err(c, a.double() + b.double())
-    record("vector_add", f"n={n}", median_ms(launch), err, 12 * n, "TB/s", roof)
+    label += "".join(f" {k}={v}" for k, v in defines.items())
+    record(label, f"n={n}", median_ms(launch), err, 12 * n, "TB/s", roof)
 
 
 @guarded
@@ -223,13 +244,13 @@ def ab_case(M, N, K, dtype=torch.float32):
 
 @guarded
 def product(name: str, case, M: int, N: int, K: int, roof: float, block, grid, dtype=torch.float32,
-            reps=10, **defines):
+            reps=10, shared_bytes=0, **defines):
     """Time one matrix-product kernel on fresh inputs from ``case`` and record it against ``roof``."""
-    f = kernel(name, **defines)
+    f = kernel(name, shared_bytes, **defines)
     A, B, want = case(M, N, K, dtype)
     C = torch.full((M, N), float("nan"), device="cuda")
     args = (cupy_of(A), cupy_of(B), cupy_of(C), np.int32(M), np.int32(N), np.int32(K))
-    launch = lambda: f(grid, block, args)  # noqa: E731
+    launch = lambda: f(grid, block, args, shared_mem=shared_bytes)  # noqa: E731
     launch()
     err = rel_err(C, want)
     label = name + "".join(f" {k}={v}" for k, v in defines.items())
@@ -260,21 +281,16 @@ def gemm_tiled(M, N, K, T, roof):
     gemm("gemm_tiled", M, N, K, roof, (T, T), (cdiv(N, T), cdiv(M, T)), TILE=T)
 
 
-def gemm_tensor_core(M, N, K, roof, WARPS_M=2, WARPS_N=4, FRAG_M=4, FRAG_N=2, BK=32, MIN_BLOCKS=2):
+def gemm_tensor_core(M, N, K, roof, WARPS_M=2, WARPS_N=2, FRAG_M=4, FRAG_N=4, BK=64, STAGES=2, MIN_BLOCKS=3):
     BM, BN, NT = 16 * FRAG_M * WARPS_M, 16 * FRAG_N * WARPS_N, 32 * WARPS_M * WARPS_N
+    shared_bytes = STAGES * (BM * (BK + 8) + BK * (BN + 8)) * 2  # the reference's ring of buffers
     gemm("gemm_tensor_core", M, N, K, roof, (NT,), (cdiv(N, BN), cdiv(M, BM)), dtype=torch.half,
-         WARPS_M=WARPS_M, WARPS_N=WARPS_N, FRAG_M=FRAG_M, FRAG_N=FRAG_N, BK=BK, MIN_BLOCKS=MIN_BLOCKS)
+         shared_bytes=shared_bytes, WARPS_M=WARPS_M, WARPS_N=WARPS_N, FRAG_M=FRAG_M, FRAG_N=FRAG_N,
+         BK=BK, STAGES=STAGES, MIN_BLOCKS=MIN_BLOCKS)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=".")
-    parser.add_argument("--quick", action="store_true", help="correctness on small ragged shapes only")
-    args = parser.parse_args()
-    print(torch.cuda.get_device_name(), torch.__version__, cp.__version__, flush=True)
-    big = 1 << 26
-
-    # Correctness on ragged shapes first (not timed for their speed).
+def check_ragged() -> None:
+    """Correctness on ragged shapes (not timed for their speed)."""
     for n in (1, 1000, 1_000_003):
         vector_add(n, None)
         window_sum(n, 32, None)
@@ -290,22 +306,29 @@ def main() -> None:
         for T in (8, 16, 32):
             gemm_tiled(M, N, K, T, None)
         gemm_tensor_core(M, N, K, None)
-        gemm_tensor_core(M, N, K, None, WARPS_N=4, FRAG_N=2)
-    if args.quick:
-        return
 
-    copy = copy_roof(1 << 28)
+
+def bench_vector_add(copy: float) -> None:
+    big = 1 << 26
     vector_add(big, copy)
     vector_add(1 << 28, copy)
+    for ahead in (1 << 18, 1 << 19):
+        vector_add(big, copy, AHEAD=ahead)
+    for label, source in VECTOR_ADD_VARIANTS.items():
+        VARIANT["vector_add"] = source
+        aheads = (1 << 19, 1 << 20) if "AHEAD" in source else (None,)
+        for ahead in aheads:
+            defines = {"AHEAD": ahead} if ahead else {}
+            vector_add(1000, None, label, **defines)
+            vector_add(1_000_003, None, label, **defines)
+            vector_add(big, copy, label, **defines)
+    VARIANT.clear()
+
+
+def bench_memory(copy: float) -> None:
+    big = 1 << 26
     window_sum(big, 256, copy)
     window_sum(big, 128, copy)
-    VARIANT.update(HINTED)
-    vector_add(1000, None)
-    window_sum(1000, 32, None)
-    print("(L2::256B-hinted variants:)")
-    vector_add(big, copy)
-    window_sum(big, 256, copy)
-    VARIANT.clear()
     for T, R in ((32, 8), (32, 4), (32, 16), (32, 32), (64, 8), (64, 16)):
         transpose(8192, 8192, T, R, copy)
     transpose(8191, 8193, 32, 8, copy)
@@ -315,6 +338,8 @@ def main() -> None:
         reduction(big, T, G, copy)
     reduction(1 << 28, 256, 1056, copy)
 
+
+def bench_fp32_gemm() -> None:
     s4096 = sgemm_roof(4096, 4096, 4096, transposed=True)
     sgemm_roof(4096, 4096, 4096, transposed=False)
     s_ffn = sgemm_roof(2048, 11008, 4096, transposed=False)
@@ -330,14 +355,46 @@ def main() -> None:
         gemm_tiled(2048, 11008, 4096, T, s_ffn)
     gemm_tiled(2053, 2039, 2048, 32, s4096)
 
+
+# gemm_tensor_core configurations swept beside the default (2 x 2 warps of 4 x 4 fragments,
+# BK = 64, 2 stages, 3 blocks per multiprocessor): warp tiles 64 x 32 and 32 x 64, 8 and 16
+# warps, 128 x 256 and 256 x 128 block tiles, deeper rings.
+TENSOR_CORE_SWEEP = (
+    {}, {"STAGES": 3, "MIN_BLOCKS": 2}, {"BK": 32, "STAGES": 3}, {"BK": 32, "STAGES": 2},
+    {"WARPS_N": 4, "FRAG_N": 2, "MIN_BLOCKS": 1}, {"WARPS_N": 4, "FRAG_N": 2, "STAGES": 3, "MIN_BLOCKS": 1},
+    {"WARPS_N": 4, "FRAG_N": 2, "BK": 32, "STAGES": 4, "MIN_BLOCKS": 1},
+    {"WARPS_M": 4, "WARPS_N": 4, "FRAG_N": 2, "MIN_BLOCKS": 1},                # 256 x 128
+    {"WARPS_M": 4, "WARPS_N": 4, "FRAG_M": 2, "MIN_BLOCKS": 1},                # 128 x 256
+    {"WARPS_M": 4, "MIN_BLOCKS": 1},                                           # 256 x 128
+)
+
+
+def bench_tensor_core() -> None:
     h4096 = hgemm_roof(4096, 4096, 4096)
-    wide, tall = {"WARPS_N": 4, "FRAG_N": 2}, {"WARPS_M": 4, "FRAG_M": 2}
-    for cfg in ({}, {"MIN_BLOCKS": 2}, wide, {**wide, "MIN_BLOCKS": 2}, tall, {**tall, "MIN_BLOCKS": 2},
-                {"WARPS_M": 4, "WARPS_N": 4, "FRAG_M": 2, "FRAG_N": 2},
-                {"WARPS_M": 4, "WARPS_N": 4, "FRAG_M": 2, "FRAG_N": 2, "MIN_BLOCKS": 2}):
+    for cfg in TENSOR_CORE_SWEEP:
+        gemm_tensor_core(257, 129, 65, None, **cfg)
         gemm_tensor_core(4096, 4096, 4096, h4096, **cfg)
-    gemm_tensor_core(2053, 2039, 2048, h4096, **wide)
-    gemm_tensor_core(2053, 2039, 2048, h4096, **wide, MIN_BLOCKS=2)
+    gemm_tensor_core(2053, 2039, 2048, h4096)
+
+
+SECTIONS = {"vector_add": bench_vector_add, "memory": bench_memory, "fp32_gemm": bench_fp32_gemm,
+            "tensor_core": bench_tensor_core}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=".")
+    parser.add_argument("--quick", action="store_true", help="correctness on small ragged shapes only")
+    parser.add_argument("--only", action="append", choices=SECTIONS, help="run only these timed sections")
+    args = parser.parse_args()
+    print(torch.cuda.get_device_name(), torch.__version__, cp.__version__, flush=True)
+    check_ragged()
+    if args.quick:
+        return
+    copy = copy_roof(1 << 28)
+    for name in args.only or SECTIONS:
+        section = SECTIONS[name]
+        section(copy) if name in ("vector_add", "memory") else section()
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
