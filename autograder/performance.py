@@ -242,10 +242,11 @@ def _ratio_sentence(metric: str, ratio: float, full_at: float, zero_at: float) -
     bounds = f"full marks at <= {full_at:g}x, none at >= {zero_at:g}x"
     if not math.isfinite(ratio):
         return f"{what}: the reference kernel counts none, yours counts some ({bounds})"
-    if ratio < 1.0:
+    printed = f"{ratio:.3f}"
+    if float(printed) < 1.0:  # as printed: 0.9997 reads 1.000x, which is not faster
         verdict = "full marks" if ratio <= full_at else f"not yet {full_at:g}x ({bounds})"
-        return f"{what}: {ratio:.3f}x the reference: faster than the reference, {verdict}"
-    return f"{what}: {ratio:.3f}x the reference ({bounds})"
+        return f"{what}: {printed}x the reference: faster than the reference, {verdict}"
+    return f"{what}: {printed}x the reference ({bounds})"
 
 
 def _timing_record(t: Timing) -> dict:

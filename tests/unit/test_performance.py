@@ -84,6 +84,18 @@ def test_faster_than_reference_but_short_of_full_at_is_not_called_full_marks():
     assert 0.0 < evidence.fraction < 1.0
     assert "full marks" not in evidence.message.split("(")[0] and "0.800x the reference" in evidence.message
 
+
+@pytest.mark.parametrize("student_ms", [0.9997, 0.99951])
+def test_a_ratio_that_prints_as_one_is_not_called_faster(student_ms):
+    evidence = perf.score_timings([_timing(student_ms, 1.0)], full_at=1.3, zero_at=3.0)
+    assert evidence.fraction == 1.0
+    assert evidence.message == "time: 1.000x the reference (full marks at <= 1.3x, none at >= 3x)"
+
+
+def test_a_ratio_that_prints_below_one_is_still_called_faster():
+    evidence = perf.score_timings([_timing(0.9994, 1.0)], full_at=1.3, zero_at=3.0)
+    assert evidence.message == "time: 0.999x the reference: faster than the reference, full marks"
+
 def test_a_wrong_timed_launch_earns_nothing_however_fast():
     wrong = "timed launch 7 (input set 1) of your kernel gave 4096 wrong outputs"
     evidence = perf.score_timings([_timing(0.5, 1.0, wrong=wrong)], full_at=1.25, zero_at=4.0)
