@@ -403,7 +403,7 @@ def main() -> None:
     print("\n=== timed rows (fraction of roof) ===")
     for row in ROWS:
         if row["roof"]:
-            print(f"{row['what'][:44]:44s} {row['case']:16s} {row['ms']:8.3f} ms {row['rate'] / 1e12:7.2f} "
+            print(f"{row['what'][:80]:80s} {row['case']:16s} {row['ms']:8.3f} ms {row['rate'] / 1e12:7.2f} "
                   f"{row['unit']:7s} {100 * row['fraction']:5.1f} %  err {row['rel_err']:.0e}")
 
 
