@@ -1,6 +1,7 @@
 """The compute-sanitizer report parser, on outputs written from its documented text format."""
 
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -201,6 +202,33 @@ def test_allocations_name_an_array_only_when_its_size_is_unique():
     write = next(f for f in findings if f.kind == "out_of_bounds_write")
     assert write.array is None and (write.index, write.bound) == (1000, 1000)
     assert "wrote element 1000 of a, b or c past its end (each has 1000 elements)" in write.message
+
+
+# A real report: compute-sanitizer memcheck (CUDA 13) on an NVIDIA H200, 2026-11-29, from
+# bench/perf_bench.py part s (``--only s``): tests/gpu/kernels/vector_add_unguarded.cu, n = 1000,
+# block 256. Trimmed from the raw log (cut at LOG_LIMIT characters): its first two records
+# verbatim but for the Host Frame backtrace (one frame kept of each), then the run's own summary
+# line (26 errors), which the cut had dropped.
+H200_MEMCHECK_UNGUARDED = Path(__file__).parent / "data" / "memcheck-h200-vector_add_unguarded.log"
+# The same run's report on the guarded kernel (tests/gpu/kernels/vector_add.cu) is CLEAN, byte for byte.
+
+
+def test_real_h200_memcheck_log_names_the_unguarded_read():
+    text = H200_MEMCHECK_UNGUARDED.read_text()
+    (finding,) = sanitize.parse(text, "memcheck", sanitize.allocations_of([_launch(1000)]))
+    assert finding.kind == "out_of_bounds_read" and finding.check == "bounds"
+    assert (finding.line, finding.thread, finding.block) == (4, (232, 0, 0), (3, 0, 0))
+    assert (finding.index, finding.bound, finding.others) == (1000, 1000, 1)  # thread 233 collapsed
+    assert finding.message == (
+        "vector_add_unguarded.cu:4: thread (232,0,0) of block (3,0,0) read element 1000 of "
+        "a, b or c past its end (each has 1000 elements) [compute-sanitizer memcheck]"
+    )
+    assert sanitize.error_count(text) == 26
+
+
+def test_real_h200_memcheck_log_of_the_guarded_kernel_is_clean():
+    assert sanitize.parse(CLEAN, "memcheck") == []
+    assert sanitize.error_count(CLEAN) == 0
 
 
 def _fake_sanitizer(tmp_path, body):
