@@ -47,6 +47,12 @@ GRADE_LIMIT_S = 240
 
 # Planted submissions: (assignment, label, what the rubric should make of it, source).
 PLANTED = {
+    "plain": ("vector_add", "correct, the one-line kernel (the handout promises it full marks)", """
+__global__ void vector_add(const float* a, const float* b, float* c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+"""),
     "few_blocks": ("vector_add", "correct, only 132 blocks do the work (grid-stride)", """
 __global__ void vector_add(const float* a, const float* b, float* c, int n) {
     if (blockIdx.x >= 132) return;

@@ -22,6 +22,6 @@ timeout "${BENCH_S:-230}" "$PY" bench/perf_bench.py --parts c --budget "${BENCH_
     --work /tmp/pbw 2>&1 | tee "$OUT/bench.log" | tail -25
 
 section "selfcheck --backend gpu"
-timeout "${SELFCHECK_S:-190}" "$PY" -m autograder selfcheck --backend gpu 2>&1 | tee "$OUT/selfcheck.log" | grep -E '^(ok|FAIL|fail)|exit' | tail -25
+timeout "${SELFCHECK_S:-260}" "$PY" -m autograder selfcheck --backend gpu 2>&1 | tee "$OUT/selfcheck.log" | grep -E '^(ok|FAIL|fail)|exit' | tail -25
 echo "selfcheck exit ${PIPESTATUS[0]}"
 section done
