@@ -32,49 +32,31 @@ ROWS: list[dict] = []
 # fixed one-element-per-thread geometry leaves: the plain kernel, an L2 prefetch-size hint on
 # the loads, streaming cache hints, and two other ways of prefetching into L2 the inputs of
 # the blocks that run AHEAD elements later (the reference prefetches from every lane).
-VECTOR_ADD_VARIANTS = {
-    "plain": r"""
-__global__ void vector_add(const float* a, const float* b, float* c, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) c[i] = a[i] + b[i];
-}""",
-    "L2::256B loads": r"""
-__global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
-                           float* __restrict__ c, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
+VECTOR_ADD_BODIES = {
+    "plain": "if (i < n) c[i] = a[i] + b[i];",
+    "L2::256B loads": """if (i < n) {
         float x, y;
         asm("ld.global.nc.L2::256B.f32 %0, [%1];" : "=f"(x) : "l"(a + i));
         asm("ld.global.nc.L2::256B.f32 %0, [%1];" : "=f"(y) : "l"(b + i));
         c[i] = x + y;
-    }
-}""",
-    "streaming __ldcs/__stcs": r"""
-__global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
-                           float* __restrict__ c, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) __stcs(c + i, __ldcs(a + i) + __ldcs(b + i));
-}""",
-    "prefetch.global.L2 lane 0": r"""
-__global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
-                           float* __restrict__ c, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (threadIdx.x % 32 == 0 && i < n - AHEAD) {
+    }""",
+    "streaming __ldcs/__stcs": "if (i < n) __stcs(c + i, __ldcs(a + i) + __ldcs(b + i));",
+    "prefetch.global.L2 lane 0": """if (threadIdx.x % 32 == 0 && i < n - AHEAD) {
         asm volatile("prefetch.global.L2::evict_last [%0];" :: "l"(a + i + AHEAD));
         asm volatile("prefetch.global.L2::evict_last [%0];" :: "l"(b + i + AHEAD));
     }
-    if (i < n) c[i] = a[i] + b[i];
-}""",
-    "bulk prefetch thread 0": r"""
-__global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
-                           float* __restrict__ c, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (threadIdx.x == 0 && i + 256 <= n - AHEAD) {
+    if (i < n) c[i] = a[i] + b[i];""",
+    "bulk prefetch thread 0": """if (threadIdx.x == 0 && i + 256 <= n - AHEAD) {
         asm volatile("cp.async.bulk.prefetch.L2.global [%0], 1024;" :: "l"(a + i + AHEAD));
         asm volatile("cp.async.bulk.prefetch.L2.global [%0], 1024;" :: "l"(b + i + AHEAD));
     }
-    if (i < n) c[i] = a[i] + b[i];
-}""",
+    if (i < n) c[i] = a[i] + b[i];""",
+}
+VECTOR_ADD_VARIANTS = {
+    label: "__global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,\n"
+           "                           float* __restrict__ c, int n) {\n"
+           f"    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    {body}\n}}\n"
+    for label, body in VECTOR_ADD_BODIES.items()
 }
 VARIANT: dict[str, str] = {}  # assignment -> source to use instead of the reference
 
