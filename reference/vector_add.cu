@@ -5,8 +5,8 @@
 // law), so the plain kernel reaches about 80 % of a device copy on the H200. Each thread also
 // asks L2 to prefetch the elements AHEAD places further on, which blocks about four waves later
 // will add: prefetches hold no registers and return nothing, so they raise the bytes in flight
-// without changing the geometry, and the later loads hit in L2 (96 % of copy; measured in
-// bench/references/results.md).
+// without changing the geometry, and the later loads hit in L2 (93-96 % of copy; measured
+// in bench/references/results.md).
 
 #ifndef AHEAD
 #define AHEAD (1 << 20)  // elements: 4 MiB of each input, well inside the 50 MB L2

@@ -96,6 +96,7 @@ def test_a_ratio_that_prints_below_one_is_still_called_faster():
     evidence = perf.score_timings([_timing(0.9994, 1.0)], full_at=1.3, zero_at=3.0)
     assert evidence.message == "time: 0.999x the reference: faster than the reference, full marks"
 
+
 def test_a_wrong_timed_launch_earns_nothing_however_fast():
     wrong = "timed launch 7 (input set 1) of your kernel gave 4096 wrong outputs"
     evidence = perf.score_timings([_timing(0.5, 1.0, wrong=wrong)], full_at=1.25, zero_at=4.0)

@@ -205,7 +205,7 @@ def test_allocations_name_an_array_only_when_its_size_is_unique():
 
 
 # A real report: compute-sanitizer memcheck (CUDA 13) on an NVIDIA H200, 2026-11-29, from
-# bench/perf_bench.py part s (``--only s``): tests/gpu/kernels/vector_add_unguarded.cu, n = 1000,
+# bench/perf_bench.py part s (``--parts s``): tests/gpu/kernels/vector_add_unguarded.cu, n = 1000,
 # block 256. Trimmed from the raw log (cut at LOG_LIMIT characters): its first two records
 # verbatim but for the Host Frame backtrace (one frame kept of each), then the run's own summary
 # line (26 errors), which the cut had dropped.
