@@ -58,6 +58,25 @@ VECTOR_ADD_VARIANTS = {
            f"    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    {body}\n}}\n"
     for label, body in VECTOR_ADD_BODIES.items()
 }
+# window_sum kernels beside the reference: the lecture's shared-memory kernel without the L2
+# prefetch, and five global loads per output with no shared memory at all.
+WINDOW_SUM_VARIANTS = {
+    "shared, no prefetch": """
+__global__ void window_sum(const float* __restrict__ x, float* __restrict__ y, int n) {
+    __shared__ float tile[BLOCK + 4];
+    int t = threadIdx.x, base = blockIdx.x * BLOCK;
+    for (int q = t; q < BLOCK + 4; q += BLOCK) tile[q] = base + q < n + 4 ? x[base + q] : 0.0f;
+    __syncthreads();
+    if (base + t < n) y[base + t] = tile[t] + tile[t + 1] + tile[t + 2] + tile[t + 3] + tile[t + 4];
+}
+""",
+    "global, five loads": """
+__global__ void window_sum(const float* __restrict__ x, float* __restrict__ y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] + x[i + 1] + x[i + 2] + x[i + 3] + x[i + 4];
+}
+""",
+}
 VARIANT: dict[str, str] = {}  # assignment -> source to use instead of the reference
 
 
@@ -172,8 +191,8 @@ def vector_add(n: int, roof: float, label: str = "vector_add", **defines):
 
 
 @guarded
-def window_sum(n: int, T: int, roof: float):
-    f = kernel("window_sum", BLOCK=T)
+def window_sum(n: int, T: int, roof: float, label: str = "window_sum", **defines):
+    f = kernel("window_sum", BLOCK=T, **defines)
     x = rand(n + 4)
     y = torch.full((n,), float("nan"), device="cuda")
     args = (cupy_of(x), cupy_of(y), np.int32(n))
@@ -181,7 +200,8 @@ def window_sum(n: int, T: int, roof: float):
     launch()
     xd = x.double()
     err = rel_err(y, sum(xd[d : d + n] for d in range(5)))
-    record(f"window_sum T={T}", f"n={n}", median_ms(launch), err, 8 * n, "TB/s", roof)
+    label += f" T={T}" + "".join(f" {k}={v}" for k, v in defines.items())
+    record(label, f"n={n}", median_ms(launch), err, 8 * n, "TB/s", roof)
 
 
 @guarded
@@ -311,6 +331,13 @@ def bench_memory(copy: float) -> None:
     big = 1 << 26
     window_sum(big, 256, copy)
     window_sum(big, 128, copy)
+    for ahead in (1 << 18, 1 << 19, 1 << 30):  # 2^30: no prefetch
+        window_sum(big, 256, copy, AHEAD=ahead)
+    for label, source in WINDOW_SUM_VARIANTS.items():
+        VARIANT["window_sum"] = source
+        window_sum(1_000_003, 256, None, label)
+        window_sum(big, 256, copy, label)
+    VARIANT.clear()
     for T, R in ((32, 8), (32, 4), (32, 16), (32, 32), (64, 8), (64, 16)):
         transpose(8192, 8192, T, R, copy)
     transpose(8191, 8193, 32, 8, copy)
