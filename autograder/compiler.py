@@ -87,11 +87,14 @@ def cuda_include_dirs() -> tuple[str, ...]:
     The pip packages ``nvidia-cuda-runtime`` and ``nvidia-cuda-crt`` put them beside NVRTC's
     own ``nvrtc.h``; a CUDA toolkit (``CUDA_HOME``, ``CUDA_PATH``, ``/usr/local/cuda``) serves
     where they are missing. Without either, a kernel that includes them fails to compile.
+    The CCCL headers that ``cooperative_groups.h`` needs (``nvidia-cuda-cccl``, or a CUDA 13
+    toolkit) sit in ``cccl/`` beside them.
     """
     toolkits = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
     for directory in _pip_include_dirs() + [Path(t) / "include" for t in toolkits if t]:
         if (directory / "cuda_fp16.h").is_file() and (directory / "crt" / "mma.h").is_file():
-            return (str(directory),)
+            cccl = directory / "cccl"
+            return (str(directory), str(cccl)) if cccl.is_dir() else (str(directory),)
     return ()
 
 

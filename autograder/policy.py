@@ -26,7 +26,7 @@ MAX_SOURCE_BYTES = 1 << 20
 
 CUDA_HEADERS = frozenset({
     "cuda_fp16.h", "cuda_bf16.h", "mma.h", "cuda_runtime.h", "cuda_runtime_api.h",
-    "device_launch_parameters.h",
+    "device_launch_parameters.h", "cooperative_groups.h", "cooperative_groups/reduce.h",
 })
 ALLOWED_HEADERS = CUDA_HEADERS | frozenset(STANDARD_HEADERS)
 
