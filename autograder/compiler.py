@@ -91,11 +91,10 @@ def cuda_include_dirs() -> tuple[str, ...]:
     toolkit) sit in ``cccl/`` beside them.
     """
     toolkits = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    for directory in _pip_include_dirs() + [Path(t) / "include" for t in toolkits if t]:
-        if (directory / "cuda_fp16.h").is_file() and (directory / "crt" / "mma.h").is_file():
-            cccl = directory / "cccl"
-            return (str(directory), str(cccl)) if cccl.is_dir() else (str(directory),)
-    return ()
+    candidates = _pip_include_dirs() + [Path(t) / "include" for t in toolkits if t]
+    headers = [d for d in candidates if (d / "cuda_fp16.h").is_file() and (d / "crt" / "mma.h").is_file()]
+    cccl = [d / "cccl" for d in candidates if (d / "cccl").is_dir()]
+    return tuple(str(d) for d in headers[:1] + cccl[:1]) if headers else ()
 
 
 def _pip_include_dirs() -> list[Path]:
