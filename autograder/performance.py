@@ -87,18 +87,31 @@ class Ceilings:
     """What the device can do at best, measured on it (``bench/perf-results.md``)."""
 
     copy_bytes_per_s: float  # device-to-device copy, bytes read + bytes written per second
-    peak_flops: float  # the fastest arithmetic a correct kernel of the course could use
+    peak_flops: float  # the fastest arithmetic a correct kernel on float32 inputs could use
+    peak_half_flops: float  # the same on half-precision inputs
 
-    def floor_ms(self, bytes_moved: float, flops: float = 0.0) -> float:
+    def floor_ms(self, bytes_moved: float, flops: float = 0.0, half: bool = False) -> float:
         """The time no kernel can beat: the larger of bytes over bandwidth, flops over peak."""
-        return 1e3 * max(bytes_moved / self.copy_bytes_per_s, flops / self.peak_flops)
+        peak = self.peak_half_flops if half else self.peak_flops
+        return 1e3 * max(bytes_moved / self.copy_bytes_per_s, flops / peak)
 
 
 # Measured on an H200 of this workplace, 2026-11-29 (GPU.md): 1 GiB torch copy 4.14 TB/s.
-# The flop ceiling is the datasheet's dense TF32 tensor rate, the fastest a float32 course
-# kernel could go, so that only a truly impossible time is flagged.
-H200 = Ceilings(copy_bytes_per_s=4.14e12, peak_flops=495e12)
+# The flop ceilings are the datasheet's dense tensor rates, TF32 for float32 inputs and FP16
+# for half inputs, the fastest a course kernel could go, so that only a truly impossible time
+# is flagged (a kernel that replays a remembered product instead of computing it, say).
+H200 = Ceilings(copy_bytes_per_s=4.14e12, peak_flops=495e12, peak_half_flops=989e12)
 CEILINGS_BY_DEVICE = {"NVIDIA H200": H200}
+
+
+def minimum_flops(spec: Spec, case: Case) -> float:
+    """The arithmetic any correct kernel must do: the spec's ``flops`` (``2 * M * N * K``)."""
+    return float(evaluate(spec.flops, case))
+
+
+def half_precision(spec: Spec) -> bool:
+    """Whether the inputs are half precision, so the half-precision flop ceiling applies."""
+    return any(isinstance(arg, Array) and arg.dtype in ("float16", "bfloat16") for arg in spec.args)
 
 
 def minimum_bytes(spec: Spec, case: Case) -> int:

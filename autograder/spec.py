@@ -62,6 +62,7 @@ class Spec:
     tolerance: Tolerance = Tolerance()
     defines: Mapping[str, str] = field(default_factory=dict)  # -D NAME=<expression>
     shared_bytes: str = "0"  # dynamic shared memory, an expression of the case
+    flops: str = "0"  # arithmetic any correct kernel must do, an expression (physical floor)
     time_limit_s: float = 20.0  # per launch
     inputs: Callable | None = None  # (rng, case) -> {name: array}; default uniform, never 0
 

@@ -25,6 +25,7 @@ SPEC = Spec(
     defines={"TILE": "T"},
     block=("T", "T"),
     grid=("cdiv(N, T)", "cdiv(M, T)"),
+    flops="2 * M * N * K",  # for the physical floor of the timing
     cases={
         "aligned": _shapes(8, (64, 64, 64)) + _shapes(16, (128, 128, 128)) + _shapes(32, (128, 64, 96)),
         "ragged": _shapes(8, (1, 1, 1), (33, 17, 9)) + _shapes(16, (100, 70, 130)) + _shapes(32, (65, 97, 33)),

@@ -25,6 +25,7 @@ SPEC = Spec(
     defines={"L": "L", "V": "V", "S": "S"},
     block=("L / V", "L / V"),
     grid=("cdiv(N, L)", "cdiv(M, L)"),
+    flops="2 * M * N * K",  # for the physical floor of the timing
     cases={
         "aligned": _shapes(32, 4, 8, (64, 64, 64), (128, 128, 128))
         + _shapes(64, 8, 8, (128, 128, 64))

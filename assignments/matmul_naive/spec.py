@@ -24,6 +24,7 @@ SPEC = Spec(
     ),
     block=("16", "16"),
     grid=("cdiv(N, 16)", "cdiv(M, 16)"),
+    flops="2 * M * N * K",  # for the physical floor of the timing
     cases={
         "aligned": _shapes((64, 64, 64), (128, 128, 128), (256, 128, 64)),
         "ragged": _shapes((1, 1, 1), (33, 17, 5), (100, 130, 70), (257, 129, 65)),

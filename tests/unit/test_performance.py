@@ -2,6 +2,7 @@ import contextlib
 import dataclasses
 import itertools
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,9 @@ from autograder.backends import gpu_timing
 from autograder.backends.base import Buffer, Launch, LaunchFailure, Program
 from autograder.backends.base import Scalar as ScalarArg
 from autograder.rubric import Item
-from autograder.spec import Array, Scalar, Spec
+from autograder.spec import Array, Scalar, Spec, load_course
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_full_marks_at_and_below_full_at():
@@ -116,9 +119,36 @@ def test_time_under_the_physical_floor_is_flagged_not_trusted():
 
 
 def test_floor_takes_the_larger_of_bytes_and_flops():
-    ceilings = perf.Ceilings(copy_bytes_per_s=1e12, peak_flops=1e12)
+    ceilings = perf.Ceilings(copy_bytes_per_s=1e12, peak_flops=1e12, peak_half_flops=2e12)
     assert ceilings.floor_ms(bytes_moved=1e9, flops=1e10) == pytest.approx(10.0)
     assert ceilings.floor_ms(bytes_moved=1e10, flops=1e9) == pytest.approx(10.0)
+    assert ceilings.floor_ms(bytes_moved=1e9, flops=1e10, half=True) == pytest.approx(5.0)
+
+
+def test_a_gemm_that_replays_its_product_is_flagged_by_the_flop_floor():
+    """C = AB at 4096^3 needs 2*4096^3 flops: 0.28 ms at the H200's TF32 peak, 0.14 ms at its
+    FP16 peak. Copying a remembered C instead (128 MB, 0.03 ms) beats the byte floor only."""
+    course = load_course(ROOT)
+    case = {"M": 4096, "N": 4096, "K": 4096, "T": 32}
+    for name, peak in (("gemm_tiled", 495e12), ("gemm_tensor_core", 989e12)):
+        spec = course[name]
+        flops, half = perf.minimum_flops(spec, case), perf.half_precision(spec)
+        assert flops == 2 * 4096**3 and half == (name == "gemm_tensor_core")
+        floor = perf.H200.floor_ms(perf.minimum_bytes(spec, case), flops, half)
+        assert floor == pytest.approx(1e3 * flops / peak)
+        replay = perf.score_timings([_timing(0.03, 0.45, floor_ms=floor)], full_at=1.5, zero_at=8.0)
+        assert replay.below_floor and "held for a TA" in replay.message
+        honest = perf.score_timings([_timing(0.45, 0.45, floor_ms=floor)], full_at=1.5, zero_at=8.0)
+        assert not honest.below_floor
+
+
+def test_a_timing_request_carries_the_specs_flops_and_precision():
+    spec = load_course(ROOT)["gemm_tensor_core"]
+    source = (ROOT / "reference" / "gemm_tensor_core.cu").read_text()
+    case = {"M": 33, "N": 47, "K": 40}
+    request = gpu_timing.timing_request(spec, {"student": source, "reference": source}, case,
+                                        "perf", 0, secret=7, case_s=5.0, input_sets=1)
+    assert request.minimum_flops == 2 * 33 * 47 * 40 and request.half_precision
 
 
 def test_minimum_bytes_counts_each_array_once():
