@@ -104,6 +104,7 @@ MEMCHECK_NEW = """\
 ========= ERROR SUMMARY: 2 errors
 """
 
+# byte for byte the H200 report on the guarded tests/gpu/kernels/vector_add.cu (2026-11-29)
 CLEAN = """\
 ========= COMPUTE-SANITIZER
 ========= ERROR SUMMARY: 0 errors
@@ -210,7 +211,6 @@ def test_allocations_name_an_array_only_when_its_size_is_unique():
 # verbatim but for the Host Frame backtrace (one frame kept of each), then the run's own summary
 # line (26 errors), which the cut had dropped.
 H200_MEMCHECK_UNGUARDED = Path(__file__).parent / "data" / "memcheck-h200-vector_add_unguarded.log"
-# The same run's report on the guarded kernel (tests/gpu/kernels/vector_add.cu) is CLEAN, byte for byte.
 
 
 def test_real_h200_memcheck_log_names_the_unguarded_read():
@@ -224,11 +224,6 @@ def test_real_h200_memcheck_log_names_the_unguarded_read():
         "a, b or c past its end (each has 1000 elements) [compute-sanitizer memcheck]"
     )
     assert sanitize.error_count(text) == 26
-
-
-def test_real_h200_memcheck_log_of_the_guarded_kernel_is_clean():
-    assert sanitize.parse(CLEAN, "memcheck") == []
-    assert sanitize.error_count(CLEAN) == 0
 
 
 def _fake_sanitizer(tmp_path, body):
