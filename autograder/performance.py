@@ -83,6 +83,15 @@ def settled(samples_ms: Sequence[float], target: float, min_repeats: int) -> boo
 
 
 @dataclass(frozen=True)
+class Work:
+    """The least any correct kernel must do on a case: what the physical floor is made of."""
+
+    bytes: int  # each array argument read or written once
+    flops: float = 0.0  # the spec's ``flops`` (the GEMMs: ``2 * M * N * K``)
+    half: bool = False  # half-precision inputs: the half-precision flop ceiling applies
+
+
+@dataclass(frozen=True)
 class Ceilings:
     """What the device can do at best, measured on it (``bench/perf-results.md``)."""
 
@@ -90,10 +99,10 @@ class Ceilings:
     peak_flops: float  # the fastest arithmetic a correct kernel on float32 inputs could use
     peak_half_flops: float  # the same on half-precision inputs
 
-    def floor_ms(self, bytes_moved: float, flops: float = 0.0, half: bool = False) -> float:
+    def floor_ms(self, work: Work) -> float:
         """The time no kernel can beat: the larger of bytes over bandwidth, flops over peak."""
-        peak = self.peak_half_flops if half else self.peak_flops
-        return 1e3 * max(bytes_moved / self.copy_bytes_per_s, flops / peak)
+        peak = self.peak_half_flops if work.half else self.peak_flops
+        return 1e3 * max(work.bytes / self.copy_bytes_per_s, work.flops / peak)
 
 
 # Measured on an H200 of this workplace, 2026-11-29 (GPU.md): 1 GiB torch copy 4.14 TB/s.
@@ -104,21 +113,13 @@ H200 = Ceilings(copy_bytes_per_s=4.14e12, peak_flops=495e12, peak_half_flops=989
 CEILINGS_BY_DEVICE = {"NVIDIA H200": H200}
 
 
-def minimum_flops(spec: Spec, case: Case) -> float:
-    """The arithmetic any correct kernel must do: the spec's ``flops`` (``2 * M * N * K``)."""
-    return float(evaluate(spec.flops, case))
-
-
-def half_precision(spec: Spec) -> bool:
-    """Whether the inputs are half precision, so the half-precision flop ceiling applies."""
-    return any(isinstance(arg, Array) and arg.dtype in ("float16", "bfloat16") for arg in spec.args)
-
-
-def minimum_bytes(spec: Spec, case: Case) -> int:
-    """Each array argument read or written once: the fewest bytes any kernel must move."""
-    return sum(
-        int(evaluate(arg.size, case)) * np.dtype(arg.dtype).itemsize
-        for arg in spec.args if isinstance(arg, Array)
+def minimum_work(spec: Spec, case: Case) -> Work:
+    """Each array argument read or written once, the spec's flops, and the input precision."""
+    arrays = [arg for arg in spec.args if isinstance(arg, Array)]
+    return Work(
+        bytes=sum(int(evaluate(arg.size, case)) * np.dtype(arg.dtype).itemsize for arg in arrays),
+        flops=float(evaluate(spec.flops, case)),
+        half=any(arg.dtype in ("float16", "bfloat16") for arg in arrays),
     )
 
 

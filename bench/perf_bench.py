@@ -137,13 +137,13 @@ def _roof(backend: GpuBackend, name: str, spec, bandwidth: float) -> dict:
         timing = time_case(backend, dataclasses.replace(request, budget_s=3.0, min_repeats=10))
     except Exception as e:  # one assignment's failure must not end the bench
         return {"assignment": name, "case": dict(case), "error": f"{type(e).__name__}: {e}"}
-    floor_ms = 1e3 * request.minimum_bytes / bandwidth
+    floor_ms = 1e3 * request.work.bytes / bandwidth
     print(f"(a) {name:22s} {timing.reference_ms:9.4f} ms  floor {floor_ms:8.4f} ms  "
           f"{100 * floor_ms / timing.reference_ms:5.1f} % of copy roof  self-ratio {timing.ratio:.4f}",
           flush=True)
     return {"assignment": name, "case": dict(case), "reference_ms": timing.reference_ms,
             "self_ratio": timing.ratio, "spread": timing.reference_spread, "repeats": timing.repeats,
-            "bytes": request.minimum_bytes, "floor_ms": floor_ms,
+            "bytes": request.work.bytes, "floor_ms": floor_ms,
             "fraction_of_copy_roof": floor_ms / timing.reference_ms, "wrong": timing.wrong}
 
 

@@ -71,9 +71,7 @@ class TimingRequest:
     case: Mapping[str, int | float]
     rtol: float
     atol: float
-    minimum_bytes: int  # each array once: for the physical floor
-    minimum_flops: float = 0.0  # the spec's ``flops``: for the physical floor too
-    half_precision: bool = False  # half inputs: the floor uses the half-precision flop peak
+    work: performance.Work  # the least any correct kernel must do: for the physical floor
     min_repeats: int = 30
     max_repeats: int = 2000
     target_spread: float = 0.003
@@ -96,8 +94,7 @@ def timing_request(spec: Spec, sources: Mapping[str, str], case: Case, group: st
     return TimingRequest(
         student=launches, reference=program(spec, sources["reference"], case), case=dict(case),
         rtol=float(evaluate(spec.tolerance.rtol, case)), atol=float(evaluate(spec.tolerance.atol, case)),
-        minimum_bytes=performance.minimum_bytes(spec, case),
-        minimum_flops=performance.minimum_flops(spec, case), half_precision=performance.half_precision(spec),
+        work=performance.minimum_work(spec, case),
     )
 
 
@@ -121,8 +118,7 @@ def time_case(backend, request: TimingRequest) -> performance.Timing:
         input_sets=len(request.student),
         device=backend.device_name,
         clocks=clocks(backend),
-        floor_ms=ceilings.floor_ms(request.minimum_bytes, request.minimum_flops, request.half_precision)
-        if ceilings else None,
+        floor_ms=ceilings.floor_ms(request.work) if ceilings else None,
         wrong=wrong,
     )
 

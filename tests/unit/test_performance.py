@@ -109,7 +109,7 @@ def test_a_wrong_timed_launch_earns_nothing_however_fast():
 
 def test_time_under_the_physical_floor_is_flagged_not_trusted():
     # 1 GiB moved at 4.14 TB/s cannot take less than 0.259 ms
-    floor = perf.H200.floor_ms(bytes_moved=1 << 30)
+    floor = perf.H200.floor_ms(perf.Work(bytes=1 << 30))
     assert floor == pytest.approx(0.2594, rel=1e-3)
     evidence = perf.score_timings([_timing(0.1, 1.0, floor_ms=floor)], full_at=1.25, zero_at=4.0)
     assert evidence.below_floor
@@ -120,9 +120,9 @@ def test_time_under_the_physical_floor_is_flagged_not_trusted():
 
 def test_floor_takes_the_larger_of_bytes_and_flops():
     ceilings = perf.Ceilings(copy_bytes_per_s=1e12, peak_flops=1e12, peak_half_flops=2e12)
-    assert ceilings.floor_ms(bytes_moved=1e9, flops=1e10) == pytest.approx(10.0)
-    assert ceilings.floor_ms(bytes_moved=1e10, flops=1e9) == pytest.approx(10.0)
-    assert ceilings.floor_ms(bytes_moved=1e9, flops=1e10, half=True) == pytest.approx(5.0)
+    assert ceilings.floor_ms(perf.Work(bytes=1e9, flops=1e10)) == pytest.approx(10.0)
+    assert ceilings.floor_ms(perf.Work(bytes=1e10, flops=1e9)) == pytest.approx(10.0)
+    assert ceilings.floor_ms(perf.Work(bytes=1e9, flops=1e10, half=True)) == pytest.approx(5.0)
 
 
 def test_a_gemm_that_replays_its_product_is_flagged_by_the_flop_floor():
@@ -132,9 +132,10 @@ def test_a_gemm_that_replays_its_product_is_flagged_by_the_flop_floor():
     case = {"M": 4096, "N": 4096, "K": 4096, "T": 32}
     for name, peak in (("gemm_tiled", 495e12), ("gemm_tensor_core", 989e12)):
         spec = course[name]
-        flops, half = perf.minimum_flops(spec, case), perf.half_precision(spec)
+        work = perf.minimum_work(spec, case)
+        flops, half = work.flops, work.half
         assert flops == 2 * 4096**3 and half == (name == "gemm_tensor_core")
-        floor = perf.H200.floor_ms(perf.minimum_bytes(spec, case), flops, half)
+        floor = perf.H200.floor_ms(work)
         assert floor == pytest.approx(1e3 * flops / peak)
         replay = perf.score_timings([_timing(0.03, 0.45, floor_ms=floor)], full_at=1.5, zero_at=8.0)
         assert replay.below_floor and "held for a TA" in replay.message
@@ -148,7 +149,7 @@ def test_a_timing_request_carries_the_specs_flops_and_precision():
     case = {"M": 33, "N": 47, "K": 40}
     request = gpu_timing.timing_request(spec, {"student": source, "reference": source}, case,
                                         "perf", 0, secret=7, case_s=5.0, input_sets=1)
-    assert request.minimum_flops == 2 * 33 * 47 * 40 and request.half_precision
+    assert request.work.flops == 2 * 33 * 47 * 40 and request.work.half
 
 
 def test_minimum_bytes_counts_each_array_once():
@@ -158,7 +159,7 @@ def test_minimum_bytes_counts_each_array_once():
         block=("T",), grid=("cdiv(n, T)",), cases={"perf": ({"n": 1000, "T": 256},)},
         reference=lambda x, n: {"y": x[:n]},
     )
-    assert perf.minimum_bytes(spec, {"n": 1000, "T": 256}) == 4 * (1004 + 1000)
+    assert perf.minimum_work(spec, {"n": 1000, "T": 256}).bytes == 4 * (1004 + 1000)
 
 
 def test_counter_metric_scores_the_counter_ratio():
@@ -323,7 +324,7 @@ def _request(student_source, n=1000, sets=3):
     )
     return gpu_timing.TimingRequest(
         student=launches, reference=Program("reference", "vector_add.cu", "vector_add"),
-        case={"n": n}, rtol=1e-6, atol=1e-6, minimum_bytes=12 * n, min_repeats=12, budget_s=5,
+        case={"n": n}, rtol=1e-6, atol=1e-6, work=perf.Work(bytes=12 * n), min_repeats=12, budget_s=5,
     )
 
 
