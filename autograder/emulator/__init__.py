@@ -1,15 +1,26 @@
 """A PTX emulator: NVRTC's PTX for a kernel, run with numpy, one lane per CUDA thread.
 
 Pipeline: ``ptx.py`` parses the text, ``inline.py`` inlines the device functions NVRTC
-left as calls (``__noinline__``), ``program.py`` decodes it once into instructions,
-``machine.py`` schedules lanes (minimum-PC) and ``barriers.py`` resolves barriers,
-``ops.py`` is the op table, ``access.py`` the memory instructions with their diagnostics,
-``shadow.py`` the race/initialisation shadow of shared memory, ``collective.py`` the warp
-instructions and printf, ``wmma.py`` the warp matrix instructions, ``counters.py`` the
-traffic counters, ``profile.py`` their report, ``findings.py`` the collapsing of findings.
+left as calls (``__noinline__``), ``program.py`` decodes it once into instructions
+(``program.decode_ptx`` runs these three in order), ``machine.py`` schedules lanes
+(minimum-PC) and ``barriers.py`` resolves barriers, ``ops.py`` is the op table,
+``access.py`` the memory instructions with their diagnostics, ``memory.py`` the memory
+spaces, ``shadow.py`` the race/initialisation shadow of shared memory, ``collective.py``
+the warp instructions and printf, ``wmma.py`` the warp matrix instructions,
+``counters.py`` the traffic counters, ``profile.py`` their report, ``findings.py`` the
+collapsing of findings. ``isa.py`` is what they share: PTX's types and their dtypes, the
+decoded instruction and its operands, instruction kinds and lane states.
 
 ``aborts.py`` is what aborts a launch (``trap``, a failed ``assert``); a local frame over
 CUDA's 512 KiB per thread is a ``CompileError`` (``machine.py``).
+
+Imports run one way, none inside a function; each module imports only modules below it:
+``machine.py`` on top; the front end ``program.py`` -> ``inline.py`` -> ``ptx.py``; the op
+table ``ops.py`` -> ``collective.py`` -> ``aborts.py`` -> ``access.py`` (and ``wmma.py`` ->
+``access.py``); ``barriers.py``; ``access.py`` -> ``memory.py`` (-> ``shadow.py``),
+``counters.py``, ``findings.py``; and ``isa.py`` at the bottom, which imports no other
+module of the emulator. An executor gets the chunk it runs on (and through ``chunk.m`` the
+``Machine``) as an argument, so nothing below ``machine.py`` imports it.
 
 Known limits: no recursive device functions, calls through function pointers or calls to
 functions the module does not define (other than ``printf`` and ``assert``'s

@@ -7,6 +7,7 @@ as the GPU's are ("unspecified launch failure")."""
 from __future__ import annotations
 
 from autograder.backends.base import LaunchFailure
+from autograder.emulator.access import read_bytes
 
 MAX_ASSERT_TEXT = 1024
 
@@ -28,8 +29,6 @@ def build_assertfail(ins, ch, params: list[str]):
     message, file, line, function = (ch.reg(p) for p in params[:4])
 
     def run(idx):
-        from autograder.emulator.collective import read_bytes
-
         lane = _first(ch, idx)
 
         def text(reg):

@@ -3,7 +3,8 @@ race and initialisation diagnostics and traffic counters.
 
 ``locate`` turns the addresses of the lanes of one instruction into groups of
 (byte array, lane positions, byte offsets); lanes outside every allocation or misaligned
-are reported and left out: their loads read garbage, their stores are dropped."""
+are reported and left out: their loads read garbage, their stores are dropped.
+``read_bytes`` reads memory as one lane sees it, for the strings of ``printf`` and ``assert``."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import numpy as np
 from autograder.backends.base import Finding, Unsupported
 from autograder.emulator.counters import sectors, warp_count, whole_warps
 from autograder.emulator.findings import dim3, fmt3
+from autograder.emulator.isa import DTYPES, Addr, Instr, Reg, Sym, Vec, dtype_of, immediate_bits
 from autograder.emulator.memory import GARBAGE, LOCAL_REGION, REGION_SHIFT, SHARED_REGION, region_of
-from autograder.emulator.program import Addr, Instr, Reg, Sym, Vec
 from autograder.emulator.shadow import MANY
 
 SPACES = ("global", "shared", "local", "const", "param")
@@ -304,8 +305,6 @@ def _inside_aligned(a: np.ndarray, last: int, total: int, first: int = 0) -> boo
 
 def narrow_shared_access(program: list[Instr]) -> bool:
     """Does any load or store reach shared memory with fewer than 4 bytes?"""
-    from autograder.emulator.machine import DTYPES
-
     return any(
         ins.op in ("ld", "ldu", "st", "atom", "red") and space_of(ins) in ("shared", "generic")
         and ins.types and np.dtype(DTYPES.get(ins.type, np.uint32)).itemsize < 4
@@ -313,10 +312,30 @@ def narrow_shared_access(program: list[Instr]) -> bool:
     )
 
 
+# ----- what the emulator itself reads (printf's and assert's strings) ---------------------
+def read_bytes(ch, lane: int, addr: int, size: int) -> bytes:
+    """``size`` bytes at a generic address, as lane ``lane`` sees them (b"" if invalid)."""
+    k = int(region_of(addr))
+    off = addr - (k << REGION_SHIFT)
+    if k == LOCAL_REGION:
+        per = ch.local.size // ch.n
+        buf, start, end = ch.local, lane * per + off, lane * per + min(per, off + size)
+    elif k == SHARED_REGION:
+        block = ch.shared.block_bytes
+        slot = int(ch.lane_slot[lane])
+        buf, start, end = ch.shared.bytes, slot * block + off, slot * block + min(block, off + size)
+    else:
+        region = ch.m.memory.region(k)
+        if region is None:
+            return b""
+        buf, start, end = region.bytes, off, min(region.nbytes, off + size)
+    if off < 0 or start >= end:
+        return b""
+    return buf[start:end].tobytes()
+
+
 # ----- instruction builders ---------------------------------------------------------
 def build_ld(ins: Instr, ch):
-    from autograder.emulator.machine import dtype_of
-
     dt = dtype_of(ins.type)
     dst = ins.operands[0]
     puts = [ch.dst(d, dt) for d in (dst.items if isinstance(dst, Vec) else (dst,))]
@@ -390,8 +409,6 @@ def _ld_param(ins, ch, dt, puts, addr: Addr):
 
 
 def build_st(ins: Instr, ch):
-    from autograder.emulator.machine import dtype_of
-
     dt = dtype_of(ins.type)
     addr, value = ins.operands[0], ins.operands[1]
     gets = [ch.src(v, dt) for v in (value.items if isinstance(value, Vec) else (value,))]
@@ -428,8 +445,6 @@ ATOM_OPS = ("add", "inc", "dec", "min", "max", "and", "or", "xor", "exch", "cas"
 
 
 def build_atom(ins: Instr, ch):
-    from autograder.emulator.machine import dtype_of
-
     dt = dtype_of(ins.type)
     op = next((m for m in ins.mods if m in ATOM_OPS), None)
     if op is None or ("noftz" in ins.mods and dt.kind != "f"):
@@ -557,8 +572,6 @@ def build_cp_async(ins: Instr, ch):
         raise Unsupported(f"cp.{'.'.join(ins.mods)}")
     if len(ins.operands) < 3:
         return lambda idx: None  # commit_group, wait_group, wait_all
-    from autograder.emulator.program import immediate_bits
-
     size = int(immediate_bits(ins.operands[2].text, ""))
     words = size // 4 if size >= 4 else 1
     dt = np.dtype(np.uint32 if size >= 4 else f"u{size}")

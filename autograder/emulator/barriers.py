@@ -5,12 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.backends.base import Finding
-from autograder.emulator.program import Imm
+from autograder.emulator.isa import BIG, DONE, RUN, WAIT, Imm
 
 
 def resolve(chunk) -> None:
-    from autograder.emulator.machine import BIG, DONE, RUN, WAIT
-
     m = chunk.m
     shape = (chunk.n_blocks, chunk.bs)
     status = chunk.status.reshape(shape)
@@ -77,8 +75,6 @@ def _lane(chunk, block: int, mask_row: np.ndarray) -> int:
 
 
 def _report_exited(chunk, blocks: np.ndarray, waiting: np.ndarray) -> None:
-    from autograder.emulator.machine import DONE
-
     if blocks.size == 0:
         return
     m = chunk.m

@@ -16,8 +16,8 @@ import numpy as np
 
 from autograder.backends.base import Unsupported
 from autograder.emulator import aborts
-from autograder.emulator.memory import LOCAL_REGION, REGION_SHIFT, SHARED_REGION, region_of
-from autograder.emulator.program import Sym, Vec
+from autograder.emulator.access import read_bytes
+from autograder.emulator.isa import Reg, Sym, Vec, dtype_of
 
 MAX_PRINTF_LINES = 2000
 
@@ -32,8 +32,6 @@ def _groups(ch, lanes: np.ndarray):
 
 def build_shfl(ins, ch):
     mode = next(m for m in ins.mods if m in ("up", "down", "bfly", "idx"))
-    from autograder.emulator.machine import dtype_of
-
     dt = dtype_of(ins.type)
     dst = ins.operands[0]
     d, p = (dst.items[0], dst.items[1]) if isinstance(dst, Vec) else (dst, None)
@@ -113,8 +111,6 @@ REDUX = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_
 
 
 def build_redux(ins, ch):
-    from autograder.emulator.machine import dtype_of
-
     op = REDUX[next(m for m in ins.mods if m in REDUX)]
     dt = dtype_of(ins.type)
     get = ch.src(ins.operands[1], dt)
@@ -151,7 +147,7 @@ def build_call(ins, ch):
         raise Unsupported(f"a call to {target}, which the kernel's file does not define, is not emulated")
     retval = syms[0] if syms[0] in ch.m.kernel.call_params else None
     fmt_reg, args_reg = (ch.reg(p) for p in params)
-    put = ch.dst(_reg(retval), np.uint32) if retval else None
+    put = ch.dst(Reg(retval), np.uint32) if retval else None
 
     def run(idx):
         lanes = ch.all_lanes if idx is None else idx
@@ -168,33 +164,6 @@ def build_call(ins, ch):
             put(idx, lengths)
 
     return run
-
-
-def _reg(name):
-    from autograder.emulator.program import Reg
-
-    return Reg(name)
-
-
-def read_bytes(ch, lane: int, addr: int, size: int) -> bytes:
-    """``size`` bytes at a generic address, as lane ``lane`` sees them (b"" if invalid)."""
-    k = int(region_of(addr))
-    off = addr - (k << REGION_SHIFT)
-    if k == LOCAL_REGION:
-        per = ch.local.size // ch.n
-        buf, start, end = ch.local, lane * per + off, lane * per + min(per, off + size)
-    elif k == SHARED_REGION:
-        block = ch.shared.block_bytes
-        slot = int(ch.lane_slot[lane])
-        buf, start, end = ch.shared.bytes, slot * block + off, slot * block + min(block, off + size)
-    else:
-        region = ch.m.memory.region(k)
-        if region is None:
-            return b""
-        buf, start, end = region.bytes, off, min(region.nbytes, off + size)
-    if off < 0 or start >= end:
-        return b""
-    return buf[start:end].tobytes()
 
 
 _SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|z|j|t|L)?([diouxXeEfFgGaAcspn%])")

@@ -17,7 +17,8 @@ import itertools
 import re
 
 from autograder.backends.base import Unsupported
-from autograder.emulator.ptx import TYPE_BYTES, Function, Kernel, Statement
+from autograder.emulator.isa import TYPE_BYTES
+from autograder.emulator.ptx import Function, Kernel, Statement
 
 _CALL = re.compile(
     r"^(?P<guard>@!?%[\w$]+\s+)?call(?:\.uni)?\s+(?:\((?P<returns>[^)]*)\)\s*,\s*)?"

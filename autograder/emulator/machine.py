@@ -48,8 +48,30 @@ from autograder.backends.base import (
     Program,
     Unsupported,
 )
+from autograder.emulator.access import narrow_shared_access
+from autograder.emulator.barriers import barrier_id, resolve
 from autograder.emulator.counters import BankModel, Tally, warp_count
 from autograder.emulator.findings import FindingLog, dim3, fmt3
+from autograder.emulator.isa import (
+    BAR,
+    BIG,
+    BRA,
+    DONE,
+    DTYPES,
+    EXIT,
+    PURE,
+    RUN,
+    SIDE,
+    WAIT,
+    Addr,
+    Imm,
+    Instr,
+    Reg,
+    Sreg,
+    Sym,
+    dtype_of,
+    immediate_bits,
+)
 from autograder.emulator.memory import (
     GlobalMemory,
     Region,
@@ -58,20 +80,12 @@ from autograder.emulator.memory import (
     local_bytes,
     padded,
 )
-from autograder.emulator.program import Addr, Imm, Instr, Reg, Sreg, Sym, decode, immediate_bits
-from autograder.emulator.ptx import Kernel, parse_kernel
+from autograder.emulator.ops import build_executor, instruction_kind, lane_flops
+from autograder.emulator.program import decode_ptx
+from autograder.emulator.ptx import Kernel
 
-PURE, SIDE, BRA, EXIT, BAR = range(5)
-RUN, WAIT, DONE = 0, 1, 2
-BIG = np.int64(1 << 40)  # the PC of lanes that wait or have exited
 NEVER = 1 << 62  # no lane outside the converged ones can run before them
 STORAGE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-DTYPES = {
-    "s8": np.int8, "u8": np.uint8, "b8": np.uint8, "s16": np.int16, "u16": np.uint16,
-    "b16": np.uint16, "f16": np.float16, "bf16": np.uint16, "s32": np.int32, "u32": np.uint32,
-    "b32": np.uint32, "f32": np.float32, "f16x2": np.uint32, "bf16x2": np.uint32, "tf32": np.uint32,
-    "s64": np.int64, "u64": np.uint64, "b64": np.uint64, "f64": np.float64, "pred": np.bool_,
-}
 DEFAULT_BUDGET = 4_000_000_000  # lane instructions per launch
 CHUNK_BYTES = 160 << 20  # a chunk's registers, local and shared memory (one block at least)
 MAX_LOCAL_BYTES = 512 << 10  # local memory per thread, CUDA's limit for compute capability 9.0
@@ -100,13 +114,6 @@ class BudgetError(Exception):
     def __init__(self, index: int, why: str):
         super().__init__(why)
         self.index = index
-
-
-_DTYPE_OF = {name: np.dtype(t) for name, t in DTYPES.items()}
-
-
-def dtype_of(type_: str) -> np.dtype:
-    return _DTYPE_OF[type_]
 
 
 def _storage(reg_type: str) -> np.dtype:
@@ -141,12 +148,7 @@ class Decoded:
 @functools.lru_cache(maxsize=32)
 def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
     """Parse and decode once per PTX text: grading launches one kernel for many cases."""
-    from autograder.emulator.access import narrow_shared_access
-    from autograder.emulator.barriers import barrier_id
-    from autograder.emulator.ops import instruction_kind, lane_flops
-
-    kernel = parse_kernel(ptx, lowered_name, filename)
-    program = decode(kernel)
+    kernel, program = decode_ptx(ptx, lowered_name, filename)
     barrier_ids = np.array([barrier_id(ins) for ins in program] or [-1])
     barrier_ids.setflags(write=False)
     kinds = [instruction_kind(ins) for ins in program]
@@ -183,8 +185,6 @@ class Machine:
     """One launch: global memory, parameters, findings, counters, and the chunks' runs."""
 
     def __init__(self, ptx: str, lowered_name: str, launch: Launch, budget: int = DEFAULT_BUDGET):
-        from autograder.emulator.ops import build_executor
-
         self.launch = launch
         self.filename = launch.program.filename
         decoded = decode_launchable(ptx, lowered_name, launch.program)
@@ -192,7 +192,6 @@ class Machine:
         self.program: list[Instr] = decoded.program
         self.kinds, self.flops, self.barrier_ids = decoded.kinds, decoded.flops, decoded.barrier_ids
         self.reductions = decoded.reductions
-        self.build_executor = build_executor
         self.grid = tuple(launch.grid)
         self.block = tuple(launch.block)
         _check_geometry(self.grid, self.block)
@@ -333,7 +332,7 @@ class Chunk:
 
     def _deferred(self, k: int):
         def first_run(idx):
-            run = self.m.build_executor(self.m.program[k], self)
+            run = build_executor(self.m.program[k], self)
             self.plan[k] = (run, *self.plan[k][1:])
             run(idx)
 
@@ -634,8 +633,6 @@ class Chunk:
 
     def _release(self) -> int:
         """No lane can run and some wait at barriers: resolve every block's barrier."""
-        from autograder.emulator.barriers import resolve
-
         resolve(self)
         return int(np.count_nonzero(self.status == RUN))
 

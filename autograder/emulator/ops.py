@@ -8,9 +8,8 @@ import numpy as np
 
 from autograder.backends.base import Unsupported
 from autograder.emulator import aborts, access, collective, wmma
-from autograder.emulator.machine import BAR, BRA, EXIT, PURE, SIDE, dtype_of
+from autograder.emulator.isa import BAR, BRA, EXIT, PURE, SIDE, Imm, Instr, Vec, dtype_of, immediate_bits
 from autograder.emulator.memory import LOCAL_REGION, REGION_SHIFT, SHARED_REGION
-from autograder.emulator.program import Instr, Vec
 
 WIDE = {"s16": "s32", "u16": "u32", "s32": "s64", "u32": "u64", "s64": "s64", "u64": "u64"}
 ROUNDING = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "rna", "rs")
@@ -332,8 +331,6 @@ def build_shr(ins, ch):
 
 
 def _small_imm(ins, bits: int) -> bool:
-    from autograder.emulator.program import Imm, immediate_bits
-
     shift = ins.operands[2]
     return isinstance(shift, Imm) and 0 <= int(immediate_bits(shift.text, "")) < bits
 

@@ -1,75 +1,31 @@
 """Decode a parsed kernel once into a compact program: one :class:`Instr` per PTX
 instruction with its opcode, modifiers, types, operands, predicate guard, branch target
-and source line. Execution (``machine.py``) binds these to a chunk's registers."""
+and source line. Execution (``machine.py``) binds these to a chunk's registers.
+
+``decode_ptx`` is the whole front end, in order: parse (``ptx.py``), inline the device
+functions (``inline.py``), decode (here)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
-from autograder.emulator.ptx import TYPE_BYTES, Kernel
-
-TYPES = frozenset(TYPE_BYTES)
-
-
-@dataclass(frozen=True)
-class Reg:
-    name: str
-    negate: bool = False  # "!%p1" as a predicate source
-
-
-@dataclass(frozen=True)
-class Imm:
-    text: str
-
-
-@dataclass(frozen=True)
-class Sreg:
-    name: str  # "%tid.x", "%laneid", ...
-
-
-@dataclass(frozen=True)
-class Sym:
-    name: str  # a variable, parameter, label or function
-
-
-@dataclass(frozen=True)
-class Addr:
-    base: Reg | Sym | Imm
-    offset: int
-
-
-@dataclass(frozen=True)
-class Vec:
-    items: tuple  # Reg, Imm or None ("_") each
-
-
-Operand = Reg | Imm | Sreg | Sym | Addr | Vec
-
-
-@dataclass
-class Instr:
-    index: int
-    op: str  # "add", "ld", "setp", ...
-    mods: tuple[str, ...]  # every dotted suffix in order, e.g. ("global", "v4", "f32")
-    types: tuple[str, ...]  # the suffixes that are PTX types, in order
-    operands: tuple[Operand, ...]
-    guard: Reg | None  # "@%p1" / "@!%p1"
-    line: int | None
-    text: str
-    target: int = -1  # branch target (instruction index) of a bra; -1: none or unknown
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def type(self) -> str:
-        return self.types[-1] if self.types else "b32"
-
+from autograder.emulator.inline import inline_calls
+from autograder.emulator.isa import TYPES, Addr, Imm, Instr, Operand, Reg, Sreg, Sym, Vec
+from autograder.emulator.ptx import Kernel, parse_kernel
 
 SPECIAL_PREFIXES = (
     "%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%smid", "%nsmid",
     "%gridid", "%lanemask", "%clock", "%globaltimer", "%dynamic_smem_size", "%total_smem_size",
 )
 _ADDR = re.compile(r"^\[\s*([^\]+]+?)\s*(?:\+\s*(-?\s*(?:0x)?[0-9a-fA-F]+))?\s*\]$")
+
+
+def decode_ptx(ptx: str, lowered_name: str, filename: str) -> tuple[Kernel, list[Instr]]:
+    """The kernel ``lowered_name`` of ``ptx``, with the module's device functions it calls
+    inlined, and its decoded program."""
+    kernel, functions = parse_kernel(ptx, lowered_name, filename)
+    inline_calls(kernel, functions, filename)
+    return kernel, decode(kernel)
 
 
 def decode(kernel: Kernel) -> list[Instr]:
@@ -138,20 +94,3 @@ def _address(text: str) -> Addr:
     offset = int(offset.replace(" ", ""), 0) if offset else 0
     base = _operand(base_text)
     return Addr(base, offset)
-
-
-def immediate_bits(text: str, type_: str) -> int | float:
-    """The value of an immediate written in PTX (``0f3F800000``, ``0d...``, ``-8``, ``0x10``)."""
-    neg = text.startswith("-")
-    body = text[1:] if neg else text
-    if body[:2] in ("0f", "0F", "0d", "0D"):
-        import struct
-
-        raw = int(body[2:], 16)
-        value = (struct.unpack("<f", raw.to_bytes(4, "little"))[0] if body[1] in "fF"
-                 else struct.unpack("<d", raw.to_bytes(8, "little"))[0])
-        return -value if neg else value
-    if body.endswith(("U", "u")):
-        body = body[:-1]
-    value = float(body) if ("." in body or "e" in body) and not body.startswith("0x") else int(body, 0)
-    return -value if neg else value

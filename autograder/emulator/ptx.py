@@ -1,11 +1,14 @@
 """Parse PTX text, as NVRTC writes it, into plain data: kernels, their parameters,
 registers, variables and statements, each statement with its source line (from ``.loc``).
-The module's ``.func`` bodies are parsed alike and inlined into the kernel (``inline.py``)."""
+The module's ``.func`` bodies are parsed alike and returned beside the kernel, for
+``inline.py`` to inline into it."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from autograder.emulator.isa import TYPE_BYTES
 
 _REG_DECL = re.compile(r"\.reg\s+\.(\w+)\s+(.*)")
 _RANGE = re.compile(r"^(%?[\w$]+)<(\d+)>$")
@@ -18,13 +21,6 @@ _PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+([\w$]+)(?:\[(\
 _ENTRY = re.compile(r"\.entry\s+([\w$]+)\s*\((.*)\)", re.S)
 _FUNC = re.compile(r"\.func\s+(?:\((?P<returns>[^)]*)\)\s*)?(?P<name>[\w$]+)\s*(?:\((?P<params>.*)\))?", re.S)
 _LABEL = re.compile(r"^([\w$.]+):\s*(.*)$")  # a label, alone or before a statement
-
-TYPE_BYTES = {
-    "pred": 1, "b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2,
-    "b32": 4, "u32": 4, "s32": 4, "f32": 4, "f16x2": 4, "bf16x2": 4, "tf32": 4,
-    "b64": 8, "u64": 8, "s64": 8, "f64": 8, "b128": 16,
-}
-
 
 @dataclass
 class Variable:
@@ -73,11 +69,9 @@ class Function:
     returns: list[str]
 
 
-def parse_kernel(ptx: str, kernel_name: str, filename: str) -> Kernel:
-    """The kernel named ``kernel_name`` (its lowered name) from PTX text, with the module's
-    device functions it calls inlined."""
-    from autograder.emulator.inline import inline_calls
-
+def parse_kernel(ptx: str, kernel_name: str, filename: str) -> tuple[Kernel, dict[str, Function]]:
+    """The kernel named ``kernel_name`` (its lowered name) from PTX text, and the module's
+    device functions by name (``inline_calls`` inlines those it calls)."""
     tokens, files = _tokenize(ptx)
     main_file = _main_file(files, filename)
     module_vars: list[Variable] = []
@@ -109,8 +103,7 @@ def parse_kernel(ptx: str, kernel_name: str, filename: str) -> Kernel:
     if kernel is None:
         raise KeyError(f"kernel {kernel_name} not found in PTX")
     kernel.variables[:0] = module_vars
-    inline_calls(kernel, functions, filename)
-    return kernel
+    return kernel, functions
 
 
 def parse_variable(text: str) -> Variable | None:

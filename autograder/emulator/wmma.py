@@ -17,7 +17,7 @@ import numpy as np
 
 from autograder.backends.base import Unsupported
 from autograder.emulator.access import Access, space_of
-from autograder.emulator.program import Instr, Vec
+from autograder.emulator.isa import Instr, Vec
 
 TILE = 16
 ELEMENTS = TILE * TILE
