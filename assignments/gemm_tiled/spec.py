@@ -1,4 +1,4 @@
-"""gemm_tiled: C = AB through TILE×TILE shared-memory tiles, one output per thread (handout: README.md)."""
+"""gemm_tiled: C = AB through TILE x TILE shared-memory tiles, one output per thread (handout: README.md)."""
 
 from autograder.spec import Array, Scalar, Spec, Tolerance
 
@@ -28,8 +28,12 @@ SPEC = Spec(
     flops="2 * M * N * K",  # for the physical floor of the timing
     cases={
         "aligned": _shapes(8, (64, 64, 64)) + _shapes(16, (128, 128, 128)) + _shapes(32, (128, 64, 96)),
-        "ragged": _shapes(8, (1, 1, 1), (33, 17, 9)) + _shapes(16, (100, 70, 130)) + _shapes(32, (65, 97, 33)),
-        "safety": _shapes(8, (33, 47, 40)) + _shapes(16, (64, 64, 64), (70, 66, 35)) + _shapes(32, (40, 45, 70)),
+        "ragged": (
+            _shapes(8, (1, 1, 1), (33, 17, 9)) + _shapes(16, (100, 70, 130)) + _shapes(32, (65, 97, 33))
+        ),
+        "safety": (
+            _shapes(8, (33, 47, 40)) + _shapes(16, (64, 64, 64), (70, 66, 35)) + _shapes(32, (40, 45, 70))
+        ),
         "perf": _shapes(32, (2048, 2048, 2048), (2053, 2039, 2048), (2048, 11008, 4096)),
     },
     reference=reference,

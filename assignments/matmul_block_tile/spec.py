@@ -1,4 +1,4 @@
-"""matmul_block_tile: C = AᵀB with an L×L block tile of V×V thread tiles (handout: README.md)."""
+"""matmul_block_tile: C = AᵀB with an L x L block tile of V x V thread tiles (handout: README.md)."""
 
 from autograder.spec import Array, Scalar, Spec, Tolerance
 

@@ -1,4 +1,4 @@
-"""matmul_register_tile: C = AᵀB, a V×V output tile per thread in registers (handout: README.md)."""
+"""matmul_register_tile: C = AᵀB, a V x V output tile per thread in registers (handout: README.md)."""
 
 from autograder.spec import Array, Scalar, Spec, Tolerance
 

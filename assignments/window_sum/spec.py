@@ -31,4 +31,3 @@ SPEC = Spec(
     reference=reference,
     tolerance=Tolerance(rtol="1e-5", atol="1e-5"),
 )
-

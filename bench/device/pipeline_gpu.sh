@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The grading pipeline end to end on the GPU (run on the device from the repository root,
 # with `.whl` carried; see bench/device/gpu_backend.sh for how the wheels get there):
-# `autograder selfcheck --backend gpu` on vector_add and window_sum, then issue 2's planted
-# bugs graded through `autograder grade --backend gpu`, one line per rubric item.
+# `autograder selfcheck --backend gpu` on vector_add and window_sum, then five planted bugs
+# (missing guard, wrong load guard, endless loop, compile error, illegal address) graded
+# through `autograder grade --backend gpu`, one line per rubric item.
 set -uo pipefail
 PY=/opt/torch/.venv/bin/python3
 OUT=${OUT:-/tmp/pipeline-gpu-out}
