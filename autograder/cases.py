@@ -1,23 +1,28 @@
-"""From a spec and one case to a ready :class:`Launch`: fresh inputs, poisoned outputs.
+"""From a spec and its cases to ready :class:`Launch` values: fresh inputs, poisoned outputs.
 
-Inputs are drawn from a seed that depends on the secret seed of the grading run and on
-the case's identity (assignment, case group, index, launch), so the student's kernel, the
-reference kernel and both backends see the same inputs for a case, and nothing can be
-memorised across runs. Default inputs are never zero: floats have magnitudes uniform in
-[0.5, 1.5] with a random sign, integers are in [1, 100) with a random sign where signed.
+:func:`prepare_group` is the one way a case group becomes launches: grading, timing, the
+compute-sanitizer cross-check and ``autograder profile`` all call it, so what one of them
+replays is what grading ran. Inputs are drawn from a seed that depends on the secret seed
+of the grading run and on the case's identity (assignment, case group, index, input set),
+so the student's kernel, the reference kernel and every backend see the same inputs for a
+case, and nothing can be memorised across runs. Default inputs are never zero: floats have
+magnitudes uniform in [0.5, 1.5] with a random sign, integers are in [1, 100) with a random sign where signed.
 Outputs start as NaN (integers: a sentinel), so an output never written is visible.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from autograder.backends.base import Buffer, Launch, Program
+from autograder.backends.base import Buffer, Launch, Program, TimingRequest
 from autograder.backends.base import Scalar as ScalarArg
 from autograder.spec import Array, Case, Spec, SpecError, dim3, evaluate
+
+TIMING_INPUT_SETS = 3  # input sets a timed case rotates through (sets 1..3; grading runs set 0)
 
 
 def case_seed(secret: int, assignment: str, group: str, index: int, launch: int = 0) -> int:
@@ -111,12 +116,61 @@ class Prepared:
 
     launch: Launch
     inputs: dict[str, np.ndarray]  # the contents of every array the kernel reads, before the launch
+    ref: GroupCase
+
+
+@dataclass(frozen=True)
+class GroupCase:
+    """One case of a case group, with the seed its inputs are drawn from."""
+
+    group: str
+    index: int
+    case: Case
     seed: int
 
 
-def prepare(spec: Spec, source: str, case: Case, seed: int, time_limit_s: float) -> Prepared:
-    """Evaluate sizes, scalars, defines and geometry for ``case`` and build the launch."""
-    inputs = make_inputs(spec, case, seed)
+def group_cases(spec: Spec, group: str, secret: int, input_set: int = 0) -> list[GroupCase]:
+    """The cases of ``group`` with their seeds for the run with ``secret`` (grading: input set 0)."""
+    return [GroupCase(group, index, case, case_seed(secret, spec.name, group, index, input_set))
+            for index, case in enumerate(spec.cases[group])]
+
+
+def find_case(spec: Spec, case: Case, secret: int) -> GroupCase:
+    """``case`` as grading with ``secret`` draws it when a case group has it, else a case of its own."""
+    for group in spec.cases:
+        for ref in group_cases(spec, group, secret):
+            if dict(ref.case) == dict(case):
+                return ref
+    return GroupCase("custom", 0, case, case_seed(secret, spec.name, "custom", 0))
+
+
+def prepare_group(spec: Spec, source: str, group: str, secret: int, time_limit_s: float,
+                  input_set: int = 0) -> Iterator[Prepared]:
+    """Every case of ``group`` in order, as the grading run with ``secret`` runs it.
+
+    Lazy: a case's arrays are made when it is reached, so one big case is in memory at a time.
+    """
+    return (prepare(spec, source, ref, time_limit_s) for ref in group_cases(spec, group, secret, input_set))
+
+
+def timing_requests(spec: Spec, sources: dict[str, str], group: str, secret: int, time_limit_s: float,
+                    input_sets: int = TIMING_INPUT_SETS) -> Iterator[TimingRequest]:
+    """One request per case of ``group``: the student's launches on ``input_sets`` fresh input sets."""
+    sets = [prepare_group(spec, sources["student"], group, secret, time_limit_s, k)
+            for k in range(1, input_sets + 1)]
+    for prepared in zip(*sets, strict=True):
+        case = prepared[0].ref.case
+        yield TimingRequest(
+            student=tuple(p.launch for p in prepared), reference=program(spec, sources["reference"], case),
+            case=dict(case), rtol=float(evaluate(spec.tolerance.rtol, case)),
+            atol=float(evaluate(spec.tolerance.atol, case)),
+        )
+
+
+def prepare(spec: Spec, source: str, ref: GroupCase, time_limit_s: float) -> Prepared:
+    """Evaluate sizes, scalars, defines and geometry for the case and build the launch."""
+    case = ref.case
+    inputs = make_inputs(spec, case, ref.seed)
     args = []
     for arg in spec.args:
         if isinstance(arg, Array):
@@ -131,7 +185,7 @@ def prepare(spec: Spec, source: str, case: Case, seed: int, time_limit_s: float)
         shared_bytes=int(evaluate(spec.shared_bytes, case)),
         time_limit_s=min(spec.time_limit_s, time_limit_s),
     )
-    return Prepared(launch=launch, inputs=inputs, seed=seed)
+    return Prepared(launch=launch, inputs=inputs, ref=ref)
 
 
 def _buffer(array: Array, case: Case, inputs: dict[str, np.ndarray]) -> Buffer:

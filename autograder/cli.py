@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
 import sys
@@ -13,15 +12,14 @@ from pathlib import Path
 import click
 
 from autograder import class_table, pipeline, policy
-from autograder.backends import NAMES, select_backend
+from autograder.backends import NAMES, open_backends, select_backend
 from autograder.backends.base import BackendError
-from autograder.cases import case_seed, prepare
-from autograder.checks import ItemResult
+from autograder.cases import find_case, prepare
 from autograder.emulator.profile import profile_data, profile_table
+from autograder.model import Course, ItemResult, read_course
 from autograder.report import write_report
 from autograder.results import build_results, fallback_results, write_results
-from autograder.rubric import Limits, RubricError
-from autograder.sanitize import cross_check
+from autograder.rubric import RubricError
 from autograder.spec import SpecError
 
 
@@ -66,7 +64,8 @@ def main():
 @click.option("--assignment", "assignments", multiple=True,
               help="Grade this assignment (repeatable; default: those whose .cu is in SUBMISSION).")
 @click.option("--sanitize", is_flag=True,
-              help="GPU only: also run the safety cases under compute-sanitizer (a cross-check, unscored).")
+              help="GPU only: also run the bounds and barriers items' cases under compute-sanitizer "
+              "(a cross-check, unscored).")
 def grade(submission, course_root, backend, rubric_path, results_path, report_path, seed, assignments,
           sanitize):
     """Grade SUBMISSION (a directory of <assignment>.cu files) into results.json.
@@ -78,14 +77,12 @@ def grade(submission, course_root, backend, rubric_path, results_path, report_pa
     rubric = None
     signal.signal(signal.SIGTERM, raise_terminated)
     try:
-        course = pipeline.load(course_root or default_course_root(), rubric_path)
+        course = read_course(course_root or default_course_root(), rubric_path)
         rubric = course.rubric
-        with open_backends(backend or rubric.backend, rubric.limits) as backends:
+        with backends_for(course, backend) as backends:
             graded = pipeline.grade_submission(
-                submission, course, backends, seed, list(assignments) or None, progress_printer()
+                submission, course, backends, seed, list(assignments) or None, progress_printer(), sanitize
             )
-        if sanitize:
-            optional("the compute-sanitizer cross-check", cross_check, graded, course, submission)
         results = build_results(graded, rubric)
     except BaseException as e:  # KeyboardInterrupt, SystemExit, Terminated too: results.json comes first
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not stop this write
@@ -117,25 +114,18 @@ def optional(what: str, step, *args) -> None:
         click.echo(f"warning: {what} failed: {type(e).__name__}: {e}", err=True)
 
 
-def load_course(root: Path | None) -> pipeline.Course:
+def course_or_usage_error(root: Path | None) -> Course:
     """The course, or a clean error naming the bad file and line."""
     try:
-        return pipeline.load(root or default_course_root())
+        return read_course(root or default_course_root())
     except (RubricError, SpecError) as e:
         raise click.ClickException(str(e)) from e
 
 
-@contextlib.contextmanager
-def open_backends(name: str, limits: Limits):
-    """The grading backend and the emulator for safety checks (the same one when it is the emulator)."""
-    grading = select_backend(name, limits.compile_s, limits.emulator_mb)
-    safety = grading if grading.name == "emulator" else select_backend("emulator", limits.compile_s,
-                                                                          limits.emulator_mb)
-    try:
-        yield pipeline.Backends(grading=grading, safety=safety)
-    finally:
-        grading.close()
-        safety.close()
+def backends_for(course: Course, name: str | None):
+    """The backends ``--backend`` (default: the rubric's) names, within the rubric's limits."""
+    limits = course.rubric.limits
+    return open_backends(name or course.rubric.backend, limits.compile_s, limits.emulator_mb)
 
 
 def progress_printer():
@@ -175,11 +165,11 @@ def check(kernel, course_root, backend):
     For students, on a laptop with or without a GPU: the file's name says the assignment.
     Nothing is written; the exit status is 0 only when every item that ran got full marks.
     """
-    course = load_course(course_root)
+    course = course_or_usage_error(course_root)
     if kernel.stem not in course.rubric.assignments:
         known = ", ".join(f"{name}.cu" for name in course.rubric.assignments)
         raise click.BadParameter(f"{kernel.name} is no assignment's file; expected one of: {known}")
-    with open_backends(backend or course.rubric.backend, course.rubric.limits) as backends:
+    with backends_for(course, backend) as backends:
         graded = pipeline.grade_submission(kernel.parent, course, backends, None, [kernel.stem])
     for result in graded.items:
         output = result.output.replace("\n", "\n    ")
@@ -194,14 +184,14 @@ def check(kernel, course_root, backend):
 @click.option("--assignment", "assignments", multiple=True, help="Check only this assignment (repeatable).")
 def selfcheck(course_root, backend, assignments):
     """Grade reference/ (must score 100 %) and starter/ (must score 0) for every assignment."""
-    course = load_course(course_root)
+    course = course_or_usage_error(course_root)
     names = list(assignments) or list(course.rubric.assignments)
     try:
         pipeline.check_assignments(course, names)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--assignment") from e
     failures = 0
-    with open_backends(backend or course.rubric.backend, course.rubric.limits) as backends:
+    with backends_for(course, backend) as backends:
         for name in names:
             for folder, want_full in (("reference", True), ("starter", False)):
                 graded = pipeline.grade_submission(course.root / folder, course, backends, None, [name])
@@ -236,12 +226,14 @@ def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: li
 @click.option("--assignment", required=True, help="The assignment whose kernel to profile.")
 @click.option("--case", "case_text", default=None,
               help="Case parameters as k=v,k=v (default: the first case of the `safety` group).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Secret seed: a TA report's seed replays that grading's inputs for a graded case.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option("--course", "course_root", type=click.Path(file_okay=False, path_type=Path), default=None,
               envvar="AUTOGRADER_COURSE", help="Course root (default as for `grade`).")
-def profile(submission, assignment, case_text, as_json, course_root):
+def profile(submission, assignment, case_text, seed, as_json, course_root):
     """Run one case of SUBMISSION on the emulator; print counters by source line and findings."""
-    course = load_course(course_root)
+    course = course_or_usage_error(course_root)
     if assignment not in course.specs:
         raise click.BadParameter(f"no assignment {assignment!r}", param_hint="--assignment")
     spec = course.specs[assignment]
@@ -249,9 +241,8 @@ def profile(submission, assignment, case_text, as_json, course_root):
     source, problem = policy.read_source(submission / f"{assignment}.cu")
     if problem:
         raise click.ClickException(problem)
-    seed = case_seed(0, assignment, "profile", 0)
     try:
-        prepared = prepare(spec, source, case, seed, course.rubric.limits.case_s)
+        prepared = prepare(spec, source, find_case(spec, case, seed), course.rubric.limits.case_s)
     except SpecError as e:
         raise click.ClickException(str(e)) from e
     emulator = select_backend("emulator", course.rubric.limits.compile_s, course.rubric.limits.emulator_mb)

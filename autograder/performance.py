@@ -2,10 +2,10 @@
 
 The ratio comes from one of two measurements, and the evidence says which:
 
-- ``time`` (GPU only): medians of interleaved, L2-flushed, output-checked launches
-  (``backends/gpu_timing.py``). The ratio is checked against a physical floor (the fewest
-  bytes over the measured copy bandwidth, the flops over the peak rate): a student time
-  under the floor is not trusted but flagged for a TA.
+- ``time`` (a backend that ``measures_time``: the GPU): medians of interleaved, L2-flushed,
+  output-checked launches (``backends/gpu_timing.py``). The ratio is checked against a
+  physical floor (the fewest bytes over the measured copy bandwidth, the flops over the
+  peak rate): a student time under the floor is not trusted but flagged for a TA.
 - a counter name (``global_load_sectors``, ``shared_load_wavefronts``, ... see
   ``Counters`` in ``backends/base.py``): the emulator's count for the student kernel over
   the reference kernel's count on the same case. Exact, so it needs no GPU.
@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from autograder.backends.base import Timing
 from autograder.spec import Array, Case, Spec, evaluate
+from autograder.vocabulary import TIME
 
-TIME = "time"
 FLOOR_SLACK = 0.9  # a measured time under 90 % of the physical floor is flagged
 
 
@@ -57,28 +58,6 @@ def combined_ratio(ratios: Sequence[float]) -> float:
     return float(np.exp(np.log(values).mean()))
 
 
-# --- timing statistics ------------------------------------------------------------------
-
-
-def median_spread(samples_ms: Sequence[float]) -> float:
-    """Relative standard error of the median: 1.2533 sigma / sqrt(n) / median.
-
-    sigma is estimated from the interquartile range (IQR / 1.349), so that a few launches
-    delayed by something else on the machine do not stop the repeats from settling.
-    """
-    values = np.asarray(samples_ms, dtype=np.float64)
-    if values.size < 2:
-        return math.inf
-    q1, median, q3 = np.percentile(values, [25, 50, 75])
-    sigma = (q3 - q1) / 1.349
-    return float(1.2533 * sigma / math.sqrt(values.size) / median)
-
-
-def settled(samples_ms: Sequence[float], target: float, min_repeats: int) -> bool:
-    """Enough repeats, and the median known to within ``target`` (relative)."""
-    return len(samples_ms) >= min_repeats and median_spread(samples_ms) < target
-
-
 # --- physical floor -------------------------------------------------------------------
 
 
@@ -105,7 +84,7 @@ class Ceilings:
         return 1e3 * max(work.bytes / self.copy_bytes_per_s, work.flops / peak)
 
 
-# Measured on an H200 of this workplace, 2026-11-29 (GPU.md): 1 GiB torch copy 4.14 TB/s.
+# Measured on an H200, 2026-11-29 (docs/gpu-facts.md): a 1 GiB device copy runs at 4.14 TB/s.
 # The flop ceilings are the datasheet's dense tensor rates, TF32 for float32 inputs and FP16
 # for half inputs, the fastest a course kernel could go, so that only a truly impossible time
 # is flagged (a kernel that replays a remembered product instead of computing it, say).
@@ -123,33 +102,18 @@ def minimum_work(spec: Spec, case: Case) -> Work:
     )
 
 
+def with_floor(timing: Timing, work: Work) -> Timing:
+    """``timing`` with its device's physical floor for ``work`` (none on a device without ceilings)."""
+    ceilings = CEILINGS_BY_DEVICE.get(timing.device)
+    return replace(timing, floor_ms=ceilings.floor_ms(work) if ceilings else None)
+
+
 def below_floor(student_ms: float, floor_ms: float) -> bool:
     """True when a measured time is physically impossible (so the measurement is suspect)."""
     return student_ms < FLOOR_SLACK * floor_ms
 
 
 # --- evidence ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Timing:
-    """One case's interleaved timing of student and reference (from ``gpu_timing``)."""
-
-    case: Mapping[str, int | float]
-    student_ms: float  # median
-    reference_ms: float  # median
-    student_spread: float  # relative standard error of the median
-    reference_spread: float
-    repeats: int  # timed launches of each kernel
-    input_sets: int
-    device: str
-    clocks: Mapping[str, str] = field(default_factory=dict)  # e.g. {"sm_mhz": "1980", ...}
-    floor_ms: float | None = None
-    wrong: str | None = None  # the first timed launch whose outputs were wrong, described
-
-    @property
-    def ratio(self) -> float:
-        return self.student_ms / self.reference_ms
 
 
 @dataclass(frozen=True)
@@ -247,7 +211,8 @@ def not_run(metric: str, reason: str = "needs a GPU") -> PerformanceEvidence:
     )
 
 
-def needs_gpu(metric: str) -> bool:
+def is_timed(metric: str) -> bool:
+    """Measured as device time (by a backend that ``measures_time``), not counted."""
     return metric == TIME
 
 

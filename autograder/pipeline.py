@@ -1,4 +1,4 @@
-"""A submission to scored rubric items: discover, compile, run cases, check.
+"""A submission to scored rubric items: discover, compile, run cases, check, cross-check.
 
 Each assignment whose ``<name>.cu`` is in the submission directory is compiled once as a
 gate (a compile error fails all its items with the compiler's message), then every rubric
@@ -6,64 +6,38 @@ item runs its check. Checks ask a :class:`CaseRunner` for case outcomes, which r
 case group at most once per backend and source, so correctness, bounds and barriers on
 the same cases share launches. A failure the kernel causes fails that case with its
 message; a failure of the grader fails the case as a *grader fault* (item flagged for
-regrading); either way the remaining items are graded.
+regrading); either way the remaining items are graded. With ``cross_check`` (``--sanitize``),
+the bounds and barriers items also carry compute-sanitizer's unscored second opinion.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from gradescope_utils.autograder_utils.files import check_submitted_files
 
-from autograder.backends.base import Backend, BackendError, CompileError, Unsupported
-from autograder.backends.gpu_timing import timing_request
-from autograder.cases import case_seed, prepare, program
-from autograder.checks import CHECKS, CaseOutcome, ItemResult, compare
-from autograder.performance import Timing
+from autograder import performance, sanitize
+from autograder.backends import Backends
+from autograder.backends.base import (
+    Backend,
+    BackendError,
+    Capabilities,
+    CompileError,
+    Launch,
+    Timing,
+    Unsupported,
+)
+from autograder.cases import group_cases, prepare, prepare_group, program, timing_requests
+from autograder.checks import SCORERS
+from autograder.compare import CaseOutcome, judged
+from autograder.model import Course, Grade, ItemResult
 from autograder.policy import read_source
-from autograder.rubric import Item, Rubric, load_rubric
-from autograder.spec import Spec, load_course
-
-
-@dataclass(frozen=True)
-class Course:
-    """Everything an instructor wrote: specs, rubric, reference and starter kernels."""
-
-    root: Path
-    specs: dict[str, Spec]
-    rubric: Rubric
-
-    def reference_source(self, name: str) -> Path:
-        return self.root / "reference" / f"{name}.cu"
-
-
-def load(root: Path, rubric_path: Path | None = None) -> Course:
-    """Load the course at ``root`` (``assignments/``, ``rubric.yaml``, ``reference/``)."""
-    specs = load_course(root)
-    case_groups = {name: spec.cases for name, spec in specs.items()}
-    rubric = load_rubric(rubric_path or root / "rubric.yaml", case_groups)
-    return Course(root=root, specs=specs, rubric=rubric)
-
-
-@dataclass(frozen=True)
-class Backends:
-    """The grading backend, and the one safety checks run on (the emulator; may be the same)."""
-
-    grading: Backend
-    safety: Backend
-
-
-@dataclass
-class Grade:
-    items: list[ItemResult]
-    backend: str
-    seed: int
-    elapsed_s: float = 0.0
-    notes: list[str] = field(default_factory=list)  # shown to the student above the items
+from autograder.rubric import Item
+from autograder.spec import Spec
 
 
 class CaseRunner:
@@ -82,53 +56,61 @@ class CaseRunner:
         self.case_s = case_s
         self.deadline = deadline
         self._cache: dict[tuple, list[CaseOutcome]] = {}
+        self._cross_checks: dict[str, list[sanitize.SanitizerRun]] = {}
 
-    def backend_name(self, role: str) -> str:
-        return self.roles[role][0].name
+    def capabilities(self, role: str) -> Capabilities:
+        return self.roles[role][0].capabilities
 
-    def timings(self, group: str) -> list[Timing]:
-        gpu = self.roles["grading"][0]
-        return [gpu.time(timing_request(self.spec, self.sources, case, group, i, self.secret, self.case_s))
-                for i, case in enumerate(self.spec.cases[group])]
+    def same_backend(self, role: str, other: str) -> bool:
+        return self.roles[role][0] is self.roles[other][0]
 
     def outcomes(self, role: str, group: str) -> list[CaseOutcome]:
         backend, source_kind = self.roles[role]
-        key = (backend.name, source_kind, group)
+        key = (id(backend), source_kind, group)
         if key not in self._cache:
-            self._cache[key] = [
-                self.run(backend, source_kind, group, index, case)
-                for index, case in enumerate(self.spec.cases[group])
-            ]
+            self._cache[key] = [self.run(backend, source_kind, ref) for ref in
+                                group_cases(self.spec, group, self.secret)]
         return self._cache[key]
 
-    def run(self, backend: Backend, source_kind: str, group: str, index: int, case) -> CaseOutcome:
-        seed = case_seed(self.secret, self.spec.name, group, index)
-        outcome = CaseOutcome(group=group, index=index, params=dict(case), seed=seed, backend=backend.name)
+    def run(self, backend: Backend, source_kind: str, ref) -> CaseOutcome:
+        outcome = CaseOutcome(group=ref.group, index=ref.index, params=dict(ref.case), seed=ref.seed,
+                              backend=backend.name)
         source = self.sources[source_kind]
         if source is None:
             return _fault(outcome, f"grader problem: no {source_kind} source for {self.spec.name}")
         if time.monotonic() > self.deadline:
-            return _replace(outcome, error="not run: the submission's time limit was reached")
+            return replace(outcome, error="not run: the submission's time limit was reached")
         try:
-            prepared = prepare(self.spec, source, case, seed, self.case_s)
-            result = backend.launch(prepared.launch)
-            evidence = compare(self.spec, case, prepared, result)
+            prepared = prepare(self.spec, source, ref, self.case_s)
+            return judged(outcome, self.spec, prepared, backend.launch(prepared.launch))
         except Unsupported as e:  # the emulator's limit, not the student's fault: a person should look
             return _fault(outcome, str(e))
         except BackendError as e:
-            return _replace(outcome, error=str(e))
+            return replace(outcome, error=str(e))
         except Exception as e:  # a grader bug: fail this case, grade the rest
             return _fault(outcome, f"grader error: {type(e).__name__}: {e}")
-        return _replace(outcome, findings=tuple(result.findings), counters=result.counters,
-                        elapsed_ms=result.elapsed_ms, stdout=result.stdout, **evidence)
 
+    def timings(self, group: str) -> list[Timing]:
+        """Student against reference on the grading backend, each case with its physical floor."""
+        grading = self.roles["grading"][0]
+        requests = timing_requests(self.spec, self.sources, group, self.secret, self.case_s)
+        return [performance.with_floor(grading.time(r), performance.minimum_work(self.spec, r.case))
+                for r in requests]
 
-def _replace(outcome: CaseOutcome, **changes) -> CaseOutcome:
-    return CaseOutcome(**{**outcome.__dict__, **changes})
+    def launches(self, group: str) -> Iterator[Launch]:
+        """The student's launches of ``group``, exactly as grading ran them."""
+        return (p.launch for p in prepare_group(self.spec, self.sources["student"], group, self.secret,
+                                                self.case_s))
+
+    def cross_check(self, group: str) -> list[sanitize.SanitizerRun]:
+        """compute-sanitizer's runs over ``group`` (once per group)."""
+        if group not in self._cross_checks:
+            self._cross_checks[group] = sanitize.cross_check(self.launches(group))
+        return self._cross_checks[group]
 
 
 def _fault(outcome: CaseOutcome, message: str) -> CaseOutcome:
-    return _replace(outcome, error=message, grader_fault=True)
+    return replace(outcome, error=message, grader_fault=True)
 
 
 def grade_submission(
@@ -138,21 +120,31 @@ def grade_submission(
     seed: int | None = None,
     assignments: list[str] | None = None,
     progress: Callable[[ItemResult], None] | None = None,
+    cross_check: bool = False,
 ) -> Grade:
-    """Grade every assignment of ``submission`` (or ``assignments``) and return the scored items."""
+    """Grade every assignment of ``submission`` (or ``assignments``) and return the scored items.
+
+    ``cross_check``: also run the safety items' cases under compute-sanitizer (a grading
+    backend that ``runs_natively`` only; elsewhere a note says it was not run).
+    """
     started = time.monotonic()
     secret = seed if seed is not None else secrets.randbits(63)
-    grade = Grade(items=[], backend=backends.grading.name, seed=secret)
     check_assignments(course, assignments or [])
-    names = assignments or _submitted(submission, course, grade.notes)
+    notes: list[str] = []
+    if cross_check and not backends.grading.capabilities.runs_natively:
+        notes.append("--sanitize was not run: compute-sanitizer needs a GPU, and the "
+                     f"{backends.grading.name} backend graded")
+        cross_check = False
+    names = assignments or _submitted(submission, course, notes)
     deadline = started + course.rubric.limits.submission_s
+    items = []
     for name in names:
-        for result in _grade_assignment(name, submission, course, backends, secret, deadline):
-            grade.items.append(result)
+        for result in _grade_assignment(name, submission, course, backends, secret, deadline, cross_check):
+            items.append(result)
             if progress:
                 progress(result)
-    grade.elapsed_s = time.monotonic() - started
-    return grade
+    return Grade(items=tuple(items), backend=backends.grading.name, seed=secret,
+                 elapsed_s=time.monotonic() - started, notes=tuple(notes))
 
 
 def check_assignments(course: Course, names: list[str]) -> None:
@@ -175,7 +167,7 @@ def _submitted(submission: Path, course: Course, notes: list[str]) -> list[str]:
 
 
 def _grade_assignment(name: str, submission: Path, course: Course, backends: Backends, secret: int,
-                      deadline: float):
+                      deadline: float, cross_check: bool) -> Iterator[ItemResult]:
     items = course.rubric.assignments[name]
     spec = course.specs[name]
     source, problem = read_source(submission / f"{name}.cu")
@@ -189,12 +181,15 @@ def _grade_assignment(name: str, submission: Path, course: Course, backends: Bac
     sources = {"student": source, "reference": reference.read_text() if reference.exists() else None}
     runner = CaseRunner(spec, sources, backends, secret, course.rubric.limits.case_s, deadline)
     for item in items:
-        yield check_item(item, runner)
+        result = check_item(item, runner)
+        if cross_check and item.check in sanitize.CROSS_CHECKED:
+            result = sanitize.with_cross_check(result, runner.cross_check(item.cases))
+        yield result
 
 
 def check_item(item: Item, runner: CaseRunner) -> ItemResult:
     try:
-        return CHECKS[item.check](item, runner)
+        return SCORERS[item.check](item, runner)
     except Exception as e:  # a grader bug: this item is lost, the rest are graded
         message = f"grader error ({type(e).__name__}: {e}); this item is flagged for regrading"
         return ItemResult(item, 0.0, message, {"grader_error": repr(e)}, regrade=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from autograder.pipeline import Grade
+from autograder.model import Grade
 
 
 def report_data(grade: Grade, submission: Path) -> dict:

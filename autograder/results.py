@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from autograder.pipeline import Grade
+from autograder.model import Grade
 from autograder.rubric import Item, Rubric
 
 

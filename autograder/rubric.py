@@ -2,7 +2,7 @@
 
 The file is composed into yaml's node tree (not loaded into plain dicts) so that every
 error names the file and the line of the offending node: an unknown key, a missing or
-unknown assignment, a non-numeric point value, an unknown check kind or case group.
+unknown assignment, a non-numeric point value, an unknown check kind, case group or metric.
 The format is documented in ``docs/design.md`` (rubric.yaml section).
 """
 
@@ -15,10 +15,8 @@ from pathlib import Path
 
 import yaml
 
-CHECKS = ("correctness", "bounds", "barriers", "traffic", "performance")
-RATIO_CHECKS = ("traffic", "performance")  # scored by a student/reference ratio
-VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
-BACKENDS = ("auto", "gpu", "emulator")
+from autograder.backends import NAMES as BACKENDS
+from autograder.vocabulary import CHECKS, METRICS, VISIBILITIES
 
 _TOP_KEYS = ("course", "backend", "limits", "assignments")
 _LIMIT_KEYS = ("compile_s", "case_s", "submission_s", "emulator_mb")
@@ -48,7 +46,7 @@ class Item:
     points: float
     name: str
     visibility: str = "visible"
-    metric: str | None = None  # traffic: a counter name; performance: "time"
+    metric: str | None = None  # vocabulary.METRICS: traffic a counter name; performance "time" or one
     full_at: float | None = None  # ratio student/reference at or below which: full points
     zero_at: float | None = None  # ratio at or above which: no points
     line: int = 0  # where the item is written in rubric.yaml
@@ -211,10 +209,10 @@ class _Reader:
 
     def ratio(self, check: str, entries: dict[str, yaml.Node], node: yaml.Node, what: str) -> dict:
         keys = ("metric", "full_at", "zero_at")
-        if check not in RATIO_CHECKS:
+        if check not in METRICS:
             extra = [key for key in keys if key in entries]
             if extra:
-                only = " and ".join(RATIO_CHECKS)
+                only = " and ".join(METRICS)
                 raise self.error(entries[extra[0]], f"{extra[0]!r} only applies to {only} items")
             return {}
         for key in keys:
@@ -224,7 +222,8 @@ class _Reader:
         zero_at = self.number(entries["zero_at"], "zero_at")
         if not 0 < full_at < zero_at:
             raise self.error(entries["zero_at"], f"need 0 < full_at < zero_at, got {full_at} and {zero_at}")
-        return {"metric": str(self.scalar(entries["metric"])), "full_at": full_at, "zero_at": zero_at}
+        metric = self.choice(entries["metric"], f"{check} metric", METRICS[check])
+        return {"metric": metric, "full_at": full_at, "zero_at": zero_at}
 
     def unique_names(self, items: tuple[Item, ...], node: yaml.SequenceNode) -> None:
         """Unique across the course: the class table and results.json's readers key items by name."""

@@ -1,289 +1,41 @@
-"""``--sanitize``: the safety cases on the GPU under ``compute-sanitizer``, as findings.
+"""``--sanitize``: a case group's launches on the GPU under ``compute-sanitizer``, as evidence.
 
 The emulator is the grader's own oracle for bounds, barriers and races; NVIDIA's
 ``compute-sanitizer`` is a second one on real hardware. Each tool (memcheck, racecheck,
-initcheck) runs the case's launches in a child process (``python -m autograder.sanitize
-LAUNCHES``) with a time limit, and its text report becomes :class:`Finding` values with the
-thread, block and ``file.cu:LINE`` it names, collapsed like the emulator's (one finding per
-kind and line, ``others`` counting the rest).
+initcheck) watches a GPU worker (``backends.watched_gpu``: the same killable worker as every
+GPU run, started under the tool) while it runs the launches grading ran, within a time
+limit; the tool's report (``sanitizer_report.py``) becomes a :class:`SanitizerRun`. The
+pipeline adds the runs to the bounds and barriers items, unscored (:func:`with_cross_check`).
 
-What the sanitizer cannot see (measured on an H200, ``shared/GPU.md``): an early ``return``
-before ``__syncthreads()`` and a barrier inside ``if (i < n)`` pass every tool, because the
-hardware releases a barrier when threads exit; only the emulator names those.
-
-The report format parsed here is compute-sanitizer's text output (CUDA 11 to 13): a record
-starts at a header line (``Invalid __global__ write of size 4 bytes``, ``Uninitialized
-__global__ memory read ...``, ``Potential RAW hazard detected at __shared__ ...``, ``Race
-reported between ...``) and its detail lines follow, each prefixed with ``=========``.
+What the sanitizer cannot see (measured on an H200, ``docs/gpu-facts.md``): an early
+``return`` before ``__syncthreads()`` and a barrier inside ``if (i < n)`` pass every tool,
+because the hardware releases a barrier when threads exit; only the emulator names those.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import pickle
-import re
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from autograder.backends.base import BackendError, Buffer, Dim3, Finding, Launch
-from autograder.cases import case_seed, prepare
-from autograder.checks import ItemResult
-from autograder.emulator.findings import FindingLog, fmt3
-from autograder.pipeline import Course, Grade
-from autograder.policy import read_source
-from autograder.spec import Spec
+from autograder.backends import watched_gpu
+from autograder.backends.base import BackendError, Finding, Launch, LaunchTimeout
+from autograder.model import ItemResult
+from autograder.sanitizer_report import Allocation, allocations_of, error_count, parse
 
 TOOLS = ("memcheck", "racecheck", "initcheck")
-LOG_LIMIT = 20_000
 TOOL_OPTIONS = {
     "memcheck": ("--print-limit", "1000"),
     "racecheck": ("--racecheck-report", "hazard", "--print-limit", "1000"),
     "initcheck": ("--print-limit", "1000"),
 }
-PREFIX = re.compile(r"^=+ ?")
-
-_SEVERITY = r"^(?:ERROR|Error|WARNING|Warning): "
-_DIM3 = r"\(\s*(\d+),\s*(\d+),\s*(\d+)\s*\)"
-_LOCATION = re.compile(r"\bin (?P<file>[^\s:]+):(?P<line>\d+)")
-_THREAD_BLOCK = re.compile(rf"by thread {_DIM3} in block {_DIM3}")
-_NEAREST = re.compile(
-    r"(?P<distance>[\d,]+) bytes (?P<side>after|before) the nearest allocation at \S+ "
-    r"of size (?P<size>[\d,]+) bytes"
-)
-_INVALID = re.compile(r"^Invalid (?P<space>__\w+__) (?P<access>read|write) of size (?P<bytes>\d+)")
-_UNINITIALIZED = re.compile(r"^Uninitialized (?P<space>__\w+__) memory read of size (?P<bytes>\d+)")
-_HAZARD = re.compile(
-    _SEVERITY + rf"(?:\(.*?\) )?Potential (?P<hazard>RAW|WAR|WAW) hazard "
-    rf"detected at __shared__ (?P<address>0x[0-9a-fA-F]+) in block {_DIM3}"
-)
-_HAZARD_THREAD = re.compile(rf"^(?P<access>Read|Write) Thread {_DIM3} at ")
-_RACE = re.compile(_SEVERITY + r"Race reported between (?P<access>Read|Write) access at ")
-_RACE_OTHER = re.compile(r"^and (?P<access>Read|Write) access at .*?(?:\[(?P<hazards>\d+) hazards?\])?$")
-_MISALIGNED = re.compile(r"\bis misaligned")
-_SUMMARY = re.compile(r"^(?:ERROR|RACECHECK) SUMMARY: (?P<count>\d+)")
-
-
-@dataclass
-class _Record:
-    """One report of the sanitizer: its header line and the detail lines after it."""
-
-    header: re.Match
-    lines: list[str] = field(default_factory=list)
-
-    @property
-    def text(self) -> str:
-        return "\n".join([self.header.string, *self.lines])
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """A buffer the launch allocated, so that a byte distance can name an element."""
-
-    name: str  # "a, b or c" when several buffers have this size
-    itemsize: int
-    unique: bool = True
-
-
-def allocations_of(launches: Sequence[Launch]) -> dict[int, Allocation]:
-    """Buffers by their size in bytes, as compute-sanitizer names an allocation."""
-    by_size: dict[int, list[Buffer]] = {}
-    for launch in launches:
-        for arg in launch.args:
-            if isinstance(arg, Buffer) and arg.name not in {b.name for b in by_size.get(arg.data.nbytes, [])}:
-                by_size.setdefault(arg.data.nbytes, []).append(arg)
-    return {size: _allocation(buffers) for size, buffers in by_size.items()}
-
-
-def _allocation(buffers: list[Buffer]) -> Allocation:
-    names = [b.name for b in buffers]
-    name = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
-    return Allocation(name, buffers[0].data.dtype.itemsize, unique=len(names) == 1)
-
-
-def parse(text: str, tool: str, allocations: Mapping[int, Allocation] | None = None) -> list[Finding]:
-    """Findings from one compute-sanitizer run's text; ``allocations`` maps bytes to buffers."""
-    findings = [_finding(record, tool, allocations or {}) for record in _records(text)]
-    return collapse([f for f in findings if f is not None])
-
-
-def error_count(text: str) -> int | None:
-    """The sanitizer's own count from its summary line, when it printed one."""
-    for line in _lines(text):
-        match = _SUMMARY.match(line)
-        if match:
-            return int(match["count"])
-    return None
-
-
-def collapse(findings: Sequence[Finding]) -> list[Finding]:
-    """One finding per kind, source line and array (the first seen), ``others`` counting the rest."""
-    log = FindingLog("")
-    for finding in findings:
-        log.add(finding, 1 + finding.others)
-    return log.findings()
-
-
-def _lines(text: str) -> list[str]:
-    return [PREFIX.sub("", line).strip() for line in text.splitlines() if line.startswith("=")]
-
-
-def _records(text: str) -> list[_Record]:
-    """Reports from header to the next bare ``=========`` (what follows one belongs to none)."""
-    records: list[_Record] = []
-    current: _Record | None = None
-    for line in _lines(text):
-        header = _header(line)
-        if header is not None:
-            current = _Record(header)
-            records.append(current)
-        elif not line:
-            current = None
-        elif current is not None:
-            current.lines.append(line)
-    return records
-
-
-def _header(line: str) -> re.Match | None:
-    for pattern in (_INVALID, _UNINITIALIZED, _HAZARD, _RACE):
-        match = pattern.match(line)
-        if match:
-            return match
-    return None
-
-
-def _finding(record: _Record, tool: str, allocations: Mapping[int, Allocation]) -> Finding | None:
-    pattern = record.header.re
-    if pattern is _INVALID:
-        return _invalid_access(record, tool, allocations)
-    if pattern is _UNINITIALIZED:
-        return _uninitialized(record, tool)
-    if pattern is _HAZARD:
-        return _hazard(record, tool)
-    return _race(record, tool)
-
-
-def _location(text: str) -> tuple[str | None, int | None]:
-    match = _LOCATION.search(text)
-    if match is None:
-        return None, None
-    return match["file"].rsplit("/", 1)[-1], int(match["line"])
-
-
-def _thread_block(text: str) -> tuple[Dim3 | None, Dim3 | None]:
-    match = _THREAD_BLOCK.search(text)
-    if match is None:
-        return None, None
-    values = tuple(int(v) for v in match.groups())
-    return values[:3], values[3:]  # type: ignore[return-value]
-
-
-def _where(file: str | None, line: int | None) -> str:
-    return f"{file}:{line}" if file and line else "(no source line: compile with -lineinfo)"
-
-
-def _who(thread: Dim3 | None, block: Dim3 | None) -> str:
-    if thread is None:
-        return "a thread"
-    return f"thread {_dim(thread)} of block {_dim(block)}"
-
-
-def _dim(value: Dim3 | None) -> str:
-    return "(?)" if value is None else fmt3(value)
-
-
-def _invalid_access(record: _Record, tool: str, allocations: Mapping[int, Allocation]) -> Finding:
-    header = record.header
-    misaligned = _MISALIGNED.search(record.text) is not None
-    kind = "misaligned_access" if misaligned else f"out_of_bounds_{header['access']}"
-    file, line = _location(record.text)
-    thread, block = _thread_block(record.text)
-    verb = "read" if header["access"] == "read" else "wrote"
-    what = f"{verb} {header['bytes']} bytes of {header['space']} memory"
-    array = index = bound = None
-    nearest = _NEAREST.search(record.text)
-    if misaligned:
-        detail = f"{what} at a misaligned address"
-    elif nearest is None:
-        detail = f"{what} outside every allocation"
-    elif _number(nearest["size"]) in allocations:
-        allocation = allocations[_number(nearest["size"])]
-        array, index, bound = _element(nearest, allocation)
-        side = "past its end" if index >= bound else "before its start"
-        if allocation.unique:
-            detail = f"{verb} {array}[{index}] {side} ({array} has {bound} elements)"
-        else:
-            detail = f"{verb} element {index} of {array} {side} (each has {bound} elements)"
-            array = None
-    else:
-        detail = f"{what} {_number(nearest['distance'])} bytes {_side(nearest)} an allocation of " \
-                 f"{_number(nearest['size'])} bytes"
-    message = f"{_where(file, line)}: {_who(thread, block)} {detail} [compute-sanitizer {tool}]"
-    return Finding(kind, message, line, thread, block, array, index, bound)
-
-
-def _element(nearest: re.Match, allocation: Allocation) -> tuple[str, int, int]:
-    """The array, element index and bound that a byte distance from an allocation means."""
-    distance, itemsize = _number(nearest["distance"]), allocation.itemsize
-    bound = _number(nearest["size"]) // itemsize
-    index = bound + distance // itemsize if nearest["side"] == "after" else -(-distance // itemsize)
-    return allocation.name, index, bound
-
-
-def _side(nearest: re.Match) -> str:
-    return "after the end of" if nearest["side"] == "after" else "before the start of"
-
-
-def _uninitialized(record: _Record, tool: str) -> Finding:
-    file, line = _location(record.text)
-    thread, block = _thread_block(record.text)
-    message = (f"{_where(file, line)}: {_who(thread, block)} read {record.header['bytes']} bytes of "
-               f"{record.header['space']} memory that nothing wrote [compute-sanitizer {tool}]")
-    return Finding("uninitialized_global_read", message, line, thread, block)
-
-
-def _hazard(record: _Record, tool: str) -> Finding:
-    header = record.header
-    block = tuple(int(v) for v in header.groups()[2:5])
-    accesses = [(m, _location(line)) for line in record.lines if (m := _HAZARD_THREAD.match(line))]
-    parts = [f"{m['access'].lower()} by thread ({m[2]},{m[3]},{m[4]}) at {_where(*loc)}"
-             for m, loc in accesses]
-    # a race is located at its write: every race has one, and it is what a barrier must order
-    write = next(((m, loc) for m, loc in accesses if m["access"] == "Write"), None)
-    thread = tuple(int(v) for v in write[0].groups()[1:4]) if write else None
-    file, line = write[1] if write else (None, None)
-    message = (f"{_where(file, line)}: {header['hazard']} race on shared memory in block {_dim(block)}: "
-               f"{' and '.join(parts) or 'accesses'} with no barrier between them [compute-sanitizer {tool}]")
-    return Finding("shared_race", message, line, thread, block)  # type: ignore[arg-type]
-
-
-def _race(record: _Record, tool: str) -> Finding:
-    header = record.header
-    accesses = [(header["access"], _location(header.string))]
-    hazards = 0
-    for text in record.lines:
-        match = _RACE_OTHER.match(text)
-        if match:
-            accesses.append((match["access"], _location(text)))
-            hazards += int(match["hazards"] or 1)
-    file, line = next((loc for access, loc in accesses if access == "Write"), accesses[0][1])
-    between = " and ".join(f"a {access.lower()} at {_where(*loc)}" for access, loc in accesses)
-    message = (f"{_where(file, line)}: race on shared memory between {between} with no barrier "
-               f"between them ({max(hazards, 1)} hazards) [compute-sanitizer {tool}]")
-    return Finding("shared_race", message, line)
-
-
-def _number(text: str) -> int:
-    return int(text.replace(",", ""))
-
-
-# --- running the tools ------------------------------------------------------------------
+CROSS_CHECKED = ("bounds", "barriers")  # the checks whose items carry the sanitizer's findings
+TIME_LIMIT_S = 300.0  # per tool, over all the group's launches
+LOG_LIMIT = 20_000
 
 
 @dataclass(frozen=True)
@@ -309,108 +61,61 @@ def sanitizer_path() -> str | None:
     return None
 
 
-def sanitize_launches(launches: Sequence[Launch], tools: Sequence[str] = TOOLS,
-                      time_limit_s: float = 300.0) -> list[SanitizerRun]:
-    """Run ``launches`` (a case group) under each tool, each in its own child process."""
+def cross_check(launches: Iterable[Launch], tools: Sequence[str] = TOOLS,
+                time_limit_s: float = TIME_LIMIT_S) -> list[SanitizerRun]:
+    """Run ``launches`` (a case group, as grading ran it) under each tool in turn."""
     tool_path = sanitizer_path()
     if tool_path is None:
         return [SanitizerRun(tool, note="not run: compute-sanitizer was not found") for tool in tools]
-    with tempfile.TemporaryDirectory(prefix="sanitize-") as scratch:
-        batch = Path(scratch) / "launches.pickle"
-        batch.write_bytes(pickle.dumps(list(launches)))
-        allocations = allocations_of(launches)
-        return [_run_tool(tool_path, tool, batch, allocations, time_limit_s) for tool in tools]
+    launches = list(launches)
+    allocations = allocations_of(launches)
+    return [_run_tool(tool_path, tool, launches, allocations, time_limit_s) for tool in tools]
 
 
-def sanitize_group(spec: Spec, source: str, group: str, secret: int, case_s: float,
-                   tools: Sequence[str] = TOOLS, time_limit_s: float = 300.0) -> list[SanitizerRun]:
-    """``--sanitize``: the cases of ``group`` (normally ``safety``) with the grading run's inputs."""
-    launches = [
-        prepare(spec, source, case, case_seed(secret, spec.name, group, index), case_s).launch
-        for index, case in enumerate(spec.cases[group])
-    ]
-    return sanitize_launches(launches, tools, time_limit_s)
-
-
-def _run_tool(tool_path: str, tool: str, batch: Path, allocations: Mapping[int, Allocation],
+def _run_tool(tool_path: str, tool: str, launches: list[Launch], allocations: Mapping[int, Allocation],
               time_limit_s: float) -> SanitizerRun:
-    log = batch.with_name(f"{tool}.log")
-    command = [tool_path, "--tool", tool, *TOOL_OPTIONS[tool], "--log-file", str(log),
-               sys.executable, "-m", "autograder.sanitize", str(batch)]
-    note = _run_with_limit(command, time_limit_s)
-    text = log.read_text(errors="replace") if log.exists() else ""
+    with tempfile.TemporaryDirectory(prefix="sanitize-") as scratch:
+        log = Path(scratch) / f"{tool}.log"
+        command = (tool_path, "--tool", tool, *TOOL_OPTIONS[tool], "--log-file", str(log))
+        try:
+            note = _launch_watched(command, launches, time_limit_s)
+        except Exception as e:  # the tool or its worker failed: the cross-check says so, grading goes on
+            note = f"the sanitizer's run failed: {type(e).__name__}: {e}"
+        text = log.read_text(errors="replace") if log.exists() else ""
     findings = tuple(parse(text, tool, allocations))
     return SanitizerRun(tool, findings, error_count(text), note, text[:LOG_LIMIT])
 
 
-def _run_with_limit(command: list[str], time_limit_s: float) -> str | None:
-    """Run ``command`` in its own process group; kill the whole group past the limit."""
-    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          start_new_session=True) as child:
-        try:
-            _out, err = child.communicate(timeout=time_limit_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.communicate()
-            return f"stopped after {time_limit_s:g} s (the kernel is slow or hangs under the sanitizer)"
-    if child.returncode != 0:
-        tail = err.decode(errors="replace").strip().splitlines()[-3:]
-        return f"the sanitizer's run ended with status {child.returncode}: {' | '.join(tail)}"
+def _launch_watched(command: Sequence[str], launches: list[Launch], time_limit_s: float) -> str | None:
+    """Every launch in a GPU worker watched by ``command``; why it stopped early, if it did."""
+    stopped = f"stopped after {time_limit_s:g} s (the kernel is slow or hangs under the sanitizer)"
+    backend = watched_gpu(command)
+    deadline = time.monotonic() + time_limit_s
+    try:
+        for launch in launches:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return stopped
+            try:
+                backend.launch(replace(launch, time_limit_s=remaining))
+            except LaunchTimeout:
+                return stopped
+            except BackendError:  # a crash: the sanitizer has reported it; run the others
+                continue
+    finally:
+        backend.close()  # the watcher writes its report as the worker exits
     return None
 
 
-def cross_check(grade: Grade, course: Course, submission: Path) -> None:
-    """``--sanitize``: every graded assignment's safety cases under compute-sanitizer.
-
-    The findings join the ``bounds`` and ``barriers`` items' output and evidence, unscored:
-    the emulator is the grader's oracle, this is a second opinion from the hardware.
-    """
-    if grade.backend != "gpu":
-        grade.notes.append("--sanitize was not run: compute-sanitizer needs the gpu backend")
-        return
-    names = sorted({result.item.assignment for result in grade.items})
-    runs = {}
-    for name in names:
-        source, problem = read_source(submission / f"{name}.cu")
-        if problem is None:
-            runs[name] = sanitize_group(course.specs[name], source, "safety", grade.seed,
-                                        course.rubric.limits.case_s)
-    grade.items[:] = [_with_sanitizer(result, runs.get(result.item.assignment)) for result in grade.items]
-
-
-def _with_sanitizer(result: ItemResult, runs: list[SanitizerRun] | None) -> ItemResult:
+def with_cross_check(result: ItemResult, runs: Sequence[SanitizerRun]) -> ItemResult:
+    """``result`` with the runs' findings of its check added to its output and evidence, unscored."""
     check = result.item.check
-    if runs is None or check not in ("bounds", "barriers"):
-        return result
     findings = [f for run in runs for f in run.findings if f.check == check]
     lines = [f"compute-sanitizer cross-check (not scored): {len(findings)} {check} finding(s)"]
     lines += [f"  {f.message}" + (f" (and {f.others} other threads)" if f.others else "") for f in findings]
     lines += [f"  {run.tool}: {run.note}" for run in runs if run.note]
     evidence = {**result.evidence, "sanitizer": [
         {"tool": run.tool, "errors": run.errors, "note": run.note,
-         "findings": [f.__dict__ for f in run.findings if f.check == check]} for run in runs
+         "findings": [asdict(f) for f in run.findings if f.check == check]} for run in runs
     ]}
-    return dataclasses.replace(result, output=result.output + "\n" + "\n".join(lines), evidence=evidence)
-
-
-def run_launches(batch: Path) -> None:
-    """The child's side: every launch of ``batch`` on the GPU, with exact allocations.
-
-    The GPU backend's canary zones would put a one-past-the-end access inside an
-    allocation, where memcheck cannot see it, so this backend has none.
-    """
-    from autograder.backends import gpu
-
-    backend = gpu.GpuBackend(canary_bytes=0)
-    try:
-        for launch in pickle.loads(batch.read_bytes()):
-            try:
-                backend.launch(launch)
-            except BackendError as e:  # the sanitizer has reported it; run the others
-                print(f"{launch.program.filename}: {e}", file=sys.stderr)
-    finally:
-        backend.close()
-
-
-if __name__ == "__main__":
-    run_launches(Path(sys.argv[1]))
+    return replace(result, output=result.output + "\n" + "\n".join(lines), evidence=evidence)

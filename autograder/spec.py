@@ -139,7 +139,7 @@ def load_spec(directory: Path) -> Spec:
     return spec
 
 
-def load_course(root: Path) -> dict[str, Spec]:
+def load_specs(root: Path) -> dict[str, Spec]:
     """Every assignment under ``root/assignments``, by name."""
     if not (root / "assignments").is_dir():
         raise SpecError(f"{root / 'assignments'}: no such folder (is {root} the course root?)")

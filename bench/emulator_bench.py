@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autograder.backends.emulator import EmulatorBackend  # noqa: E402
-from autograder.cases import prepare  # noqa: E402
-from autograder.checks import compare  # noqa: E402
+from autograder.cases import GroupCase, prepare  # noqa: E402
+from autograder.compare import compare_outputs  # noqa: E402
 from autograder.compiler import compile_ptx  # noqa: E402
-from autograder.spec import load_course  # noqa: E402
+from autograder.spec import load_specs  # noqa: E402
 
 GROUPS = ("aligned", "ragged", "safety")
 BIG_GEMMS = {  # assignment -> extra cases (GEMM kernels at 256^3)
@@ -41,7 +41,7 @@ BIG_GEMMS = {  # assignment -> extra cases (GEMM kernels at 256^3)
 
 
 def run_case(backend, spec, source: str, case, seed: int, repeat: int) -> dict:
-    prepared = prepare(spec, source, case, seed, 600)
+    prepared = prepare(spec, source, GroupCase("bench", 0, case, seed), 600)
     start = time.perf_counter()
     compile_ptx(prepared.launch.program)
     compile_s = time.perf_counter() - start
@@ -50,7 +50,7 @@ def run_case(backend, spec, source: str, case, seed: int, repeat: int) -> dict:
         start = time.perf_counter()
         result = backend.launch(prepared.launch)
         best = min(best, time.perf_counter() - start)
-    outputs = compare(spec, case, prepared, result)["outputs"]
+    outputs, _modified = compare_outputs(spec, prepared, result)
     lanes = result.counters.totals["lane_instructions"]
     return {
         "wall_s": best, "compile_s": compile_s, "lanes": lanes, "rate": lanes / best,
@@ -59,7 +59,7 @@ def run_case(backend, spec, source: str, case, seed: int, repeat: int) -> dict:
 
 
 def rows(assignments: list[str], repeat: int):
-    course = load_course(ROOT)
+    course = load_specs(ROOT)
     backend = EmulatorBackend()
     for name in assignments:
         spec = course[name]
@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per case; the best is reported")
     parser.add_argument("--record", action="store_true", help="append the table to bench/emulator-results.md")
     args = parser.parse_args()
-    names = args.assignments.split(",") if args.assignments else sorted(load_course(ROOT))
+    names = args.assignments.split(",") if args.assignments else sorted(load_specs(ROOT))
     header = ["| assignment | group | case | wall s | lane instr (M) | M lane instr/s | result |",
               "|---|---|---|---|---|---|---|"]
     lines = list(header)

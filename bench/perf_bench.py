@@ -1,4 +1,4 @@
-"""The performance-scoring bench (issue 4), run on the GPU; bench/perf-results.md records it.
+"""The performance-scoring bench (docs/performance.md), run on the GPU; bench/perf-results.md records it.
 
 (a) roofs: every assignment's reference kernel on its first ``perf`` case, timed by the
     grader's own protocol (reference against itself, interleaved, L2 flushed), against its
@@ -39,8 +39,9 @@ sys.path.insert(0, str(ROOT))
 
 from autograder import performance  # noqa: E402
 from autograder.backends.gpu import GpuBackend  # noqa: E402
-from autograder.backends.gpu_timing import clocks, time_case, timing_request  # noqa: E402
-from autograder.spec import load_course  # noqa: E402
+from autograder.backends.gpu_timing import clocks, time_case  # noqa: E402
+from autograder.cases import timing_requests  # noqa: E402
+from autograder.spec import load_specs  # noqa: E402
 
 GIB = 1 << 30
 GRADE_LIMIT_S = 240
@@ -121,7 +122,7 @@ def roofs(bandwidth: float) -> list[dict]:
     """(a) each reference on its first perf case, by the grading protocol, against its floor."""
     backend = GpuBackend()
     try:
-        return [_roof(backend, name, spec, bandwidth) for name, spec in load_course(ROOT).items()
+        return [_roof(backend, name, spec, bandwidth) for name, spec in load_specs(ROOT).items()
                 if "perf" in spec.cases and (ROOT / "reference" / f"{name}.cu").exists()
                 and time.monotonic() < DEADLINE[0]]
     finally:
@@ -133,17 +134,18 @@ def _roof(backend: GpuBackend, name: str, spec, bandwidth: float) -> dict:
     source = (ROOT / "reference" / f"{name}.cu").read_text()
     try:
         sources = dict.fromkeys(("student", "reference"), source)
-        request = timing_request(spec, sources, case, "perf", 0, secret=2026, case_s=60, input_sets=2)
+        request = next(timing_requests(spec, sources, "perf", secret=2026, time_limit_s=60, input_sets=2))
         timing = time_case(backend, dataclasses.replace(request, budget_s=3.0, min_repeats=10))
     except Exception as e:  # one assignment's failure must not end the bench
         return {"assignment": name, "case": dict(case), "error": f"{type(e).__name__}: {e}"}
-    floor_ms = 1e3 * request.work.bytes / bandwidth
+    work = performance.minimum_work(spec, case)
+    floor_ms = 1e3 * work.bytes / bandwidth
     print(f"(a) {name:22s} {timing.reference_ms:9.4f} ms  floor {floor_ms:8.4f} ms  "
           f"{100 * floor_ms / timing.reference_ms:5.1f} % of copy roof  self-ratio {timing.ratio:.4f}",
           flush=True)
     return {"assignment": name, "case": dict(case), "reference_ms": timing.reference_ms,
             "self_ratio": timing.ratio, "spread": timing.reference_spread, "repeats": timing.repeats,
-            "bytes": request.work.bytes, "floor_ms": floor_ms,
+            "bytes": work.bytes, "floor_ms": floor_ms,
             "fraction_of_copy_roof": floor_ms / timing.reference_ms, "wrong": timing.wrong}
 
 
@@ -209,7 +211,7 @@ def sanitizer(out: Path) -> list[dict]:
     rows = []
     for stem in ("vector_add_unguarded", "vector_add"):
         launch = vector_add(stem, 1000, np.random.default_rng(3))
-        for run in sanitize.sanitize_launches([launch], tools=("memcheck", "initcheck"), time_limit_s=120):
+        for run in sanitize.cross_check([launch], tools=("memcheck", "initcheck"), time_limit_s=120):
             (out / f"sanitizer-{stem}-{run.tool}.log").write_text(run.log)  # raw, for the parser
             rows.append({"kernel": stem, "tool": run.tool, "errors": run.errors, "note": run.note,
                          "findings": [f.message for f in run.findings]})

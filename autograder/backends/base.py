@@ -1,9 +1,15 @@
 """The backend contract: what the grading pipeline hands a backend and what it gets back.
 
-Two backends implement it: ``gpu`` (PyCUDA, ``gpu.py``) and ``emulator`` (the PTX
-interpreter, ``emulator.py``). Scoring code never branches on which one ran: both take a
-:class:`Launch` and return a :class:`LaunchResult`, and both report defects as
-:class:`Finding` values. ``docs/backend-contract.md`` is the prose version of this module.
+A backend compiles a :class:`Program`, runs a :class:`Launch` into a :class:`LaunchResult`
+(outputs, :class:`Finding` values, :class:`Counters`), may time a kernel against the
+reference (:class:`TimingRequest` into :class:`Timing`), and says what it can do in its
+:class:`Capabilities`. Grading code asks those capabilities, never a backend's name, so a
+new backend is one new module. Two implement it today: ``gpu`` (PyCUDA, ``gpu.py``) and
+``emulator`` (the PTX interpreter, ``emulator.py``). ``docs/backend-contract.md`` is the
+prose version of this module.
+
+This module is the contract's vocabulary too: the finding kinds (and the rubric check each
+counts against) and the counter names, each defined once, here.
 
 Failures the kernel causes are exceptions derived from :class:`BackendError`; their
 ``str()`` is the sentence a student reads. Anything else escaping a backend is a grader bug.
@@ -12,6 +18,7 @@ Failures the kernel causes are exceptions derived from :class:`BackendError`; th
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,15 +102,24 @@ class Finding:
         return FINDING_CHECKS[self.kind]
 
 
+_TRAFFIC = (("global", ("requests", "bytes", "values", "sectors")),
+            ("shared", ("requests", "values", "wavefronts", "conflicts")))
+# Every name a Counters total may have (and a rubric's traffic metric may name).
+COUNTER_NAMES = (
+    *(f"{space}_{kind}_{what}" for space, whats in _TRAFFIC for kind in ("load", "store") for what in whats),
+    "barriers", "lane_instructions", "warp_instructions", "flops",
+)
+
+
 @dataclass
 class Counters:
-    """Event counts of one launch (emulator only), in total and per source line.
+    """Event counts of one launch, in total and per source line; keys are :data:`COUNTER_NAMES`.
 
-    Names: global_load_requests, global_load_bytes, global_load_values,
-    global_load_sectors, the same four for global_store_*, shared_load_requests,
-    shared_load_values, shared_load_wavefronts, shared_load_conflicts (extra wavefronts),
-    the same four for shared_store_*, barriers, lane_instructions, warp_instructions, flops.
-    A request is one warp-wide memory instruction; values count scalar elements.
+    global_load_requests, global_load_bytes, global_load_values, global_load_sectors, the
+    same four for global_store_*, shared_load_requests, shared_load_values,
+    shared_load_wavefronts, shared_load_conflicts (extra wavefronts), the same four for
+    shared_store_*, barriers, lane_instructions, warp_instructions, flops. A request is one
+    warp-wide memory instruction; values count scalar elements.
     """
 
     totals: dict[str, int] = field(default_factory=dict)
@@ -117,6 +133,64 @@ class LaunchResult:
     counters: Counters | None = None
     stdout: str = ""  # captured printf output
     elapsed_ms: float | None = None  # device time of the launch (gpu backend only)
+
+
+@dataclass(frozen=True)
+class TimingRequest:
+    """What to time: the student's launches (one per input set) and the reference program.
+
+    The reference is compiled with the same defines and launched with the same arguments.
+    Outputs of every timed launch are checked against the reference's on the same inputs,
+    within ``tolerance_factor`` times the spec's tolerance (two float32 kernels each within
+    the spec's tolerance of float64).
+    """
+
+    student: tuple[Launch, ...]  # same program and geometry, fresh inputs, poisoned outputs
+    reference: Program
+    case: Mapping[str, int | float]
+    rtol: float
+    atol: float
+    tolerance_factor: float = 2.0
+    min_repeats: int = 30
+    max_repeats: int = 2000
+    target_spread: float = 0.003  # relative standard error of each median that ends the repeats
+    budget_s: float = 20.0
+    flush_bytes: int = 256 << 20  # an L2 flush before every launch: over four times the H200's L2
+
+    @property
+    def limit_s(self) -> float:
+        """How long the grader waits for the answer: the budget, warm-up and uploads."""
+        return self.budget_s + 2 * sum(launch.time_limit_s for launch in self.student) + 60
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One case's interleaved timing of student and reference kernel."""
+
+    case: Mapping[str, int | float]
+    student_ms: float  # median
+    reference_ms: float  # median
+    student_spread: float  # relative standard error of the median
+    reference_spread: float
+    repeats: int  # timed launches of each kernel
+    input_sets: int
+    device: str  # the device's name, e.g. "NVIDIA H200"
+    clocks: Mapping[str, str] = field(default_factory=dict)  # e.g. {"sm_mhz": "1980", ...}
+    floor_ms: float | None = None  # the physical floor; set by the grading side, which knows the work
+    wrong: str | None = None  # the first timed launch whose outputs were wrong, described
+
+    @property
+    def ratio(self) -> float:
+        return self.student_ms / self.reference_ms
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do; grading asks these, never the backend's name."""
+
+    measures_time: bool = False  # ``time()`` gives device times (performance items with ``metric: time``)
+    sees_every_access: bool = False  # every out-of-bounds access, barrier and race is a finding; counters
+    runs_natively: bool = False  # kernels run on a real GPU (so compute-sanitizer can watch them)
 
 
 class BackendError(Exception):
@@ -146,7 +220,8 @@ class Unsupported(BackendError):
 class Backend(ABC):
     """A place to compile and run kernels. Instances are used from one thread."""
 
-    name: str
+    name: str  # for people: reports say which backend graded
+    capabilities: Capabilities = Capabilities()
 
     @abstractmethod
     def compile(self, program: Program) -> None:
@@ -155,6 +230,10 @@ class Backend(ABC):
     @abstractmethod
     def launch(self, launch: Launch) -> LaunchResult:
         """Run one launch on fresh device copies of its buffers."""
+
+    def time(self, request: TimingRequest) -> Timing:
+        """Time the student's kernel against the reference, interleaved (only where ``measures_time``)."""
+        raise Unsupported(f"the {self.name} backend cannot time kernels: timing needs a GPU")
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release devices, worker processes and caches."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 
-from autograder.backends.base import Backend, Launch, LaunchResult, Program, Unsupported
+from autograder.backends.base import Backend, Capabilities, Launch, LaunchResult, Program, Unsupported
 from autograder.compiler import compile_ptx
 from autograder.emulator import emulate
 from autograder.emulator.machine import DEFAULT_BUDGET, decode_launchable, keep_freed_memory
@@ -15,6 +15,7 @@ from autograder.emulator.machine import DEFAULT_BUDGET, decode_launchable, keep_
 
 class EmulatorBackend(Backend):
     name = "emulator"
+    capabilities = Capabilities(sees_every_access=True)
 
     def __init__(self, budget: int = DEFAULT_BUDGET):
         self.budget = budget

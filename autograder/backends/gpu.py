@@ -42,6 +42,7 @@ import numpy as np
 from autograder.backends.base import (
     Backend,
     Buffer,
+    Capabilities,
     CompileError,
     Finding,
     Launch,
@@ -49,7 +50,10 @@ from autograder.backends.base import (
     LaunchResult,
     LaunchTimeout,
     Program,
+    Timing,
+    TimingRequest,
 )
+from autograder.backends.gpu_timing import time_case
 from autograder.compiler import compile_cubin
 
 CANARY_BYTES = 64 * 1024  # each side of every buffer; a multiple of 256 keeps the data aligned
@@ -93,6 +97,7 @@ class GpuBackend(Backend):
     """
 
     name = "gpu"
+    capabilities = Capabilities(measures_time=True, runs_natively=True)
 
     def __init__(self, device: int = 0, canary_bytes: int = CANARY_BYTES):
         self.canary_bytes = canary_bytes  # 0 under compute-sanitizer, which wants exact allocations
@@ -132,10 +137,8 @@ class GpuBackend(Backend):
             elapsed_ms=elapsed_ms,
         )
 
-    def time(self, request):
-        """Time a kernel against the reference, interleaved (``gpu_timing.py``, issue 4)."""
-        from autograder.backends.gpu_timing import time_case
-
+    def time(self, request: TimingRequest) -> Timing:
+        """Time a kernel against the reference, interleaved (``gpu_timing.py``)."""
         return time_case(self, request)
 
     def close(self) -> None:

@@ -1,6 +1,6 @@
-"""Interleaved timing of a student kernel against the reference kernel on the GPU (issue 4).
+"""Interleaved timing of a student kernel against the reference kernel on the GPU.
 
-The protocol follows ``/work/.library/device/METHOD.md``:
+The protocol (``docs/performance.md``; the measurement principles in ``docs/gpu-facts.md``):
 
 - both kernels are loaded through :class:`GpuBackend`'s module cache and run in the same
   process, on the same device buffers, interleaved A B A B ..., so that clock and thermal
@@ -10,17 +10,21 @@ The protocol follows ``/work/.library/device/METHOD.md``:
 - before each launch, outside the events: its input set is copied into the one set of
   working buffers every launch uses (so an address never identifies an input set, an
   input the kernel overwrote is restored, and the outputs start as NaN again), and the L2
-  is flushed by a memset of ``flush_bytes`` (256 MiB, over four times the H200's 60 MiB);
+  is flushed by a memset of ``flush_bytes`` (256 MiB by default, over four times the H200's
+  60 MiB);
 - CUDA events around each launch only; the first round over every input set is warm-up
   and is not timed;
 - after each timed launch a small kernel counts, on the device, the outputs that differ
-  from the reference kernel's outputs for that input set (tolerance: twice the spec's, as
-  both kernels carry float32 rounding). A kernel that is right only on its first call, or
+  from the reference kernel's outputs for that input set (tolerance: the request's factor
+  times the spec's, as both kernels carry float32 rounding). A kernel that is right only on
+  its first call, or
   that caches results across calls in a ``__device__`` global, fails here;
 - rounds repeat until both medians are known to ``target_spread`` (relative standard error
   of the median) after ``min_repeats``, or until ``budget_s`` or ``max_repeats`` ends them.
 
-PyCUDA is imported by :class:`GpuBackend`; this module imports without it.
+The physical floor of a case (the least time any correct kernel needs) is the grading
+side's business (``performance.py``): it knows the work a case must do; this module only
+measures. PyCUDA is imported by :class:`GpuBackend`; this module imports without it.
 """
 
 from __future__ import annotations
@@ -29,18 +33,12 @@ import contextlib
 import math
 import subprocess
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 
-from autograder import performance
-from autograder.backends.base import Buffer, Launch, LaunchFailure, Program
-from autograder.cases import case_seed, prepare, program
-from autograder.spec import Case, Spec, evaluate
+from autograder.backends.base import Buffer, Launch, LaunchFailure, Program, Timing, TimingRequest
 
-INPUT_SETS = 3
-TOLERANCE_FACTOR = 2.0  # two float32 kernels, each within the spec's tolerance of float64
 WHO = ("student", "reference")
 
 COMPARE_SOURCE = r"""
@@ -62,43 +60,7 @@ C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "uint32": "u
            "int64": "long long", "uint64": "unsigned long long"}
 
 
-@dataclass(frozen=True)
-class TimingRequest:
-    """What to time: the student's launches (one per input set) and the reference program."""
-
-    student: tuple[Launch, ...]  # same program and geometry, fresh inputs, poisoned outputs
-    reference: Program  # compiled with the same defines, launched with the same arguments
-    case: Mapping[str, int | float]
-    rtol: float
-    atol: float
-    work: performance.Work  # the least any correct kernel must do: for the physical floor
-    min_repeats: int = 30
-    max_repeats: int = 2000
-    target_spread: float = 0.003
-    budget_s: float = 20.0
-    flush_bytes: int = 256 << 20
-
-    @property
-    def limit_s(self) -> float:
-        """How long the grader waits for the answer: the budget, warm-up and uploads."""
-        return self.budget_s + 2 * sum(launch.time_limit_s for launch in self.student) + 60
-
-
-def timing_request(spec: Spec, sources: Mapping[str, str], case: Case, group: str, index: int,
-                   secret: int, case_s: float, input_sets: int = INPUT_SETS) -> TimingRequest:
-    """Build the request for one case: ``input_sets`` fresh input sets from the secret seed."""
-    launches = tuple(
-        prepare(spec, sources["student"], case, case_seed(secret, spec.name, group, index, k), case_s).launch
-        for k in range(1, input_sets + 1)
-    )
-    return TimingRequest(
-        student=launches, reference=program(spec, sources["reference"], case), case=dict(case),
-        rtol=float(evaluate(spec.tolerance.rtol, case)), atol=float(evaluate(spec.tolerance.atol, case)),
-        work=performance.minimum_work(spec, case),
-    )
-
-
-def time_case(backend, request: TimingRequest) -> performance.Timing:
+def time_case(backend, request: TimingRequest) -> Timing:
     """Run the protocol on ``backend`` (a :class:`GpuBackend`) and return the evidence."""
     backend.check_usable()
     with backend.active(), backend.cuda_failures(request.student[0].program, LaunchFailure):
@@ -107,24 +69,41 @@ def time_case(backend, request: TimingRequest) -> performance.Timing:
             samples, wrong = session.measure()
         finally:
             session.free()
-    ceilings = performance.CEILINGS_BY_DEVICE.get(backend.device_name)
-    return performance.Timing(
+    return Timing(
         case=dict(request.case),
         student_ms=_median(samples["student"]),
         reference_ms=_median(samples["reference"]),
-        student_spread=performance.median_spread(samples["student"]),
-        reference_spread=performance.median_spread(samples["reference"]),
+        student_spread=median_spread(samples["student"]),
+        reference_spread=median_spread(samples["reference"]),
         repeats=len(samples["student"]),
         input_sets=len(request.student),
         device=backend.device_name,
         clocks=clocks(backend),
-        floor_ms=ceilings.floor_ms(request.work) if ceilings else None,
         wrong=wrong,
     )
 
 
 def _median(samples_ms: list[float]) -> float:
     return float(np.median(samples_ms)) if samples_ms else math.nan  # none: wrong at warm-up
+
+
+def median_spread(samples_ms: Sequence[float]) -> float:
+    """Relative standard error of the median: 1.2533 sigma / sqrt(n) / median.
+
+    sigma is estimated from the interquartile range (IQR / 1.349), so that a few launches
+    delayed by something else on the machine do not stop the repeats from settling.
+    """
+    values = np.asarray(samples_ms, dtype=np.float64)
+    if values.size < 2:
+        return math.inf
+    q1, median, q3 = np.percentile(values, [25, 50, 75])
+    sigma = (q3 - q1) / 1.349
+    return float(1.2533 * sigma / math.sqrt(values.size) / median)
+
+
+def settled(samples_ms: Sequence[float], target: float, min_repeats: int) -> bool:
+    """Enough repeats, and the median known to within ``target`` (relative)."""
+    return len(samples_ms) >= min_repeats and median_spread(samples_ms) < target
 
 
 class _Buffers:
@@ -204,7 +183,7 @@ class _Session:
         r = self.request
         if len(samples["student"]) >= r.max_repeats or time.monotonic() - started > r.budget_s:
             return True
-        return all(performance.settled(samples[who], r.target_spread, r.min_repeats) for who in WHO)
+        return all(settled(samples[who], r.target_spread, r.min_repeats) for who in WHO)
 
     def _round(self, samples: dict[str, list[float]], timed: bool) -> str | None:
         """One pass over every input set, student then reference on each; checked on the device."""
@@ -245,8 +224,8 @@ class _Session:
     def _count_mismatches(self, input_set: _InputSet, slot: int) -> None:
         r = self.request
         for name, n, dtype in self.outputs:
-            exact = np.dtype(dtype).kind in "iu"  # integers compare exactly, as checks.compare_output does
-            atol, rtol = (0.0, 0.0) if exact else (TOLERANCE_FACTOR * r.atol, TOLERANCE_FACTOR * r.rtol)
+            exact = np.dtype(dtype).kind in "iu"  # integers compare exactly, as the grader's comparison does
+            atol, rtol = (0.0, 0.0) if exact else (r.tolerance_factor * r.atol, r.tolerance_factor * r.rtol)
             blocks = int(min(max(1, -(-n // 256)), 4096))
             self.compare[dtype](
                 np.uintp(int(self.working.memory[name])), np.uintp(int(input_set.expected.memory[name])),

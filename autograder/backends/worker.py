@@ -1,12 +1,16 @@
 """Any backend in a killable worker subprocess (docs/backend-contract.md, "Isolation").
 
-The worker is a ``spawn``-ed process (no inherited CUDA context, no forked locks) that
-builds the backend from a picklable factory and serves ``compile`` and ``launch`` calls
-over a pipe. The grader waits for each answer no longer than the call's time limit: a
-launch that outlives ``Launch.time_limit_s`` kills the worker (:class:`LaunchTimeout`), a
-worker that dies (segfault, ``os._exit``, memory) becomes :class:`LaunchFailure`, and the
-next call starts a fresh worker. Start-up time (imports, a CUDA context) is not charged
+The worker is a fresh Python process running :func:`serve` (no inherited CUDA context, no
+forked locks), in a session of its own, that builds the backend from a picklable factory
+and serves the contract's calls (``compile``, ``launch``, ``time``) over a socket pair.
+The grader waits for each answer no longer than the call's time limit: a call that
+outlives it kills the worker's whole process group (:class:`LaunchTimeout`), a worker that
+dies (segfault, ``os._exit``, memory) becomes :class:`LaunchFailure`, and the next call
+starts a fresh worker. Start-up time (imports, a CUDA context) is not charged
 to the kernel: the worker reports ready before the first call is timed.
+
+``command`` runs the worker under another program (``compute-sanitizer --tool memcheck
+...``): the ``--sanitize`` cross-check is this same worker, watched, not a second mechanism.
 
 Memory: the worker volunteers to be the first process the kernel's OOM killer takes
 (``oom_score_adj`` 1000), so that in a small container (Gradescope's has 768 MB) a
@@ -19,24 +23,33 @@ NVRTC take 10 GB in 60 s here).
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
+import os
 import resource
 import signal
+import subprocess
+import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 
 from autograder.backends import base
 from autograder.backends.base import (
     Backend,
     BackendError,
+    Capabilities,
     CompileError,
     Launch,
     LaunchFailure,
     LaunchResult,
     LaunchTimeout,
     Program,
+    Timing,
+    TimingRequest,
 )
+
+NOTHING = Capabilities()
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # where ``autograder`` imports from
 
 
 class WorkerError(RuntimeError):
@@ -46,16 +59,20 @@ class WorkerError(RuntimeError):
 class WorkerBackend(Backend):
     """Runs ``factory()`` (a Backend) in a worker subprocess, restarted after every failure."""
 
-    def __init__(self, factory: Callable[[], Backend], name: str, compile_s: float = 60, start_s: float = 90,
-                 memory_mb: int | None = None):
+    def __init__(self, factory: Callable[[], Backend], name: str, capabilities: Capabilities = NOTHING,
+                 compile_s: float = 60, start_s: float = 90, memory_mb: int | None = None,
+                 command: Sequence[str] = (), stop_s: float = 5):
         self.factory = factory
         self.name = name
+        self.capabilities = capabilities
         self.compile_s = compile_s
         self.start_s = start_s
         self.memory_mb = memory_mb
+        self.command = tuple(command)  # a program the worker runs under, e.g. compute-sanitizer
+        self.stop_s = stop_s  # how long ``close`` waits for the worker (and its watcher) to exit
         self.starts = 0  # how many workers were started (tests read it)
-        self._process = None
-        self._conn = None
+        self._process: subprocess.Popen | None = None
+        self._conn: Connection | None = None
 
     def compile(self, program: Program) -> None:
         self._call("compile", program, self.compile_s)
@@ -63,18 +80,16 @@ class WorkerBackend(Backend):
     def launch(self, launch: Launch) -> LaunchResult:
         return self._call("launch", launch, launch.time_limit_s)
 
-    def time(self, request):
-        """``gpu_timing.time_case`` in the worker (a GPU backend), within the request's limit."""
+    def time(self, request: TimingRequest) -> Timing:
         return self._call("time", request, request.limit_s)
 
     def close(self) -> None:
+        """Ask the worker to exit and wait (a watcher writes its report then); kill it past ``stop_s``."""
         if self._process is None:
             return
-        try:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             self._conn.send(None)
-            self._process.join(timeout=5)
-        except (OSError, BrokenPipeError):
-            pass
+            self._process.wait(timeout=self.stop_s)
         self._stop()
 
     def _call(self, method: str, argument, limit_s: float):
@@ -95,16 +110,19 @@ class WorkerBackend(Backend):
         return _unpack(answer)
 
     def _ensure_started(self) -> None:
-        if self._process is not None and self._process.is_alive():
+        if self._process is not None and self._process.poll() is None:
             return
         self._stop()
-        context = multiprocessing.get_context("spawn")
-        self._conn, child = context.Pipe()
-        arguments = (child, self.factory, self.memory_mb)
-        self._process = context.Process(target=_serve, args=arguments, daemon=True)
-        self._process.start()
+        self._conn, child = Pipe()
+        serve_call = f"from autograder.backends.worker import serve; serve({child.fileno()})"
+        command = [*self.command, sys.executable, "-c", serve_call]
+        path = os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))
+        self._process = subprocess.Popen(command, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
+                                         start_new_session=True, env={**os.environ, "PYTHONPATH": path})
         child.close()
         self.starts += 1
+        self._conn.send(sys.path)  # first, so that the factory unpickles there
+        self._conn.send((self.factory, self.memory_mb))
         if not self._conn.poll(self.start_s):
             self._stop()
             raise WorkerError(f"the {self.name} worker did not start within {self.start_s:g} s")
@@ -114,18 +132,20 @@ class WorkerBackend(Backend):
             raise WorkerError(self._death_message("start")) from e
 
     def _death_message(self, method: str) -> str:
-        self._process.join(timeout=5)
-        code = self._process.exitcode
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(timeout=5)
+        code = self._process.returncode
         self._stop()
         how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
         what = "the kernel" if method == "launch" else f"{method} on the {self.name} backend"
         return f"{what} crashed the grading worker ({how}); the remaining items run in a fresh worker"
 
     def _stop(self) -> None:
+        """Kill the worker's process group (its watcher too) and forget it."""
         if self._process is not None:
-            if self._process.is_alive():
-                self._process.kill()
-            self._process.join(timeout=5)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.wait()
         if self._conn is not None:
             self._conn.close()
         self._process = None
@@ -138,8 +158,11 @@ def _timeout(method: str, limit_s: float) -> BackendError:
     return LaunchTimeout(f"the kernel did not finish within {limit_s:g} s and was stopped (an endless loop?)")
 
 
-def _serve(conn, factory: Callable[[], Backend], memory_mb: int | None = None) -> None:
-    """The worker's loop: build the backend, then answer calls until told to stop."""
+def serve(fd: int) -> None:
+    """The worker's side: build the backend, then answer calls until told to stop (or orphaned)."""
+    conn = Connection(fd)
+    sys.path[:0] = [entry for entry in conn.recv() if entry not in sys.path]  # the grader's import path
+    factory, memory_mb = conn.recv()
     _confine(memory_mb)
     try:
         backend = factory()
@@ -147,12 +170,13 @@ def _serve(conn, factory: Callable[[], Backend], memory_mb: int | None = None) -
         conn.send(_pack_error(e))
         return
     conn.send(("ok", None))
-    while (message := conn.recv()) is not None:
-        method, argument = message
-        try:
-            conn.send(("ok", getattr(backend, method)(argument)))
-        except Exception as e:  # everything goes back to the grader
-            conn.send(_pack_error(e))
+    with contextlib.suppress(EOFError):  # the grader went away
+        while (message := conn.recv()) is not None:
+            method, argument = message
+            try:
+                conn.send(("ok", getattr(backend, method)(argument)))
+            except Exception as e:  # everything goes back to the grader
+                conn.send(_pack_error(e))
     backend.close()
 
 

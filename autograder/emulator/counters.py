@@ -11,14 +11,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from autograder.backends.base import Counters
-
-_TRAFFIC = (("global", ("requests", "bytes", "values", "sectors")),
-            ("shared", ("requests", "values", "wavefronts", "conflicts")))
-COUNTER_NAMES = (
-    *(f"{space}_{kind}_{what}" for space, whats in _TRAFFIC for kind in ("load", "store") for what in whats),
-    "barriers", "lane_instructions", "warp_instructions", "flops",
-)
+from autograder.backends.base import COUNTER_NAMES, Counters
 
 
 def distinct_per_warp(warps: np.ndarray, keys: np.ndarray, row: int | None = None) -> int:

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from autograder.backends.emulator import EmulatorBackend
-from autograder.cases import prepare
-from autograder.checks import compare
-from autograder.spec import load_course
+from autograder.cases import GroupCase, prepare
+from autograder.compare import compare_outputs
+from autograder.spec import load_specs
 
 ROOT = Path(__file__).resolve().parents[2]
-COURSE = load_course(ROOT) if (ROOT / "assignments").is_dir() else {}
+COURSE = load_specs(ROOT) if (ROOT / "assignments").is_dir() else {}
 CASES = [
     (name, group, index)
     for name, spec in COURSE.items()
@@ -28,8 +28,8 @@ def test_reference_is_right_and_clean(name, group, index):
     spec = COURSE[name]
     case = spec.cases[group][index]
     source = (ROOT / "reference" / f"{name}.cu").read_text()
-    prepared = prepare(spec, source, case, seed=7 + index, time_limit_s=60)
+    prepared = prepare(spec, source, GroupCase(group, index, case, seed=7 + index), time_limit_s=60)
     result = EmulatorBackend().launch(prepared.launch)
     assert result.findings == [], [f.message for f in result.findings]
-    wrong = [o for o in compare(spec, case, prepared, result)["outputs"] if o.wrong]
+    wrong = [o for o in compare_outputs(spec, prepared, result)[0] if o.wrong]
     assert not wrong, wrong

@@ -27,7 +27,7 @@ __global__ void window_sum(const float* x, float* y, int n) {
 
 def test_memcheck_names_the_line_and_thread_of_a_missing_guard():
     launch = vector_add("vector_add_unguarded", 1000, np.random.default_rng())
-    [run] = sanitize.sanitize_launches([launch], tools=("memcheck",), time_limit_s=120)
+    [run] = sanitize.cross_check([launch], tools=("memcheck",), time_limit_s=120)
     assert run.note is None and run.errors
     # On the H200 (2026-11-29) memcheck reported the unguarded loads of a[i] and b[i] and not
     # the store after them: the faulting threads do not get that far.
@@ -37,7 +37,7 @@ def test_memcheck_names_the_line_and_thread_of_a_missing_guard():
 
 def test_memcheck_is_clean_on_the_guarded_kernel():
     launch = vector_add("vector_add", 1000, np.random.default_rng())
-    [run] = sanitize.sanitize_launches([launch], tools=("memcheck",), time_limit_s=120)
+    [run] = sanitize.cross_check([launch], tools=("memcheck",), time_limit_s=120)
     assert run.note is None and run.findings == () and run.errors == 0
 
 
@@ -50,7 +50,7 @@ def test_racecheck_reports_the_missing_barrier():
         args=(Buffer("x", rng.uniform(0.5, 1.5, n + 4).astype(np.float32)),
               Buffer("y", np.full(n, np.nan, np.float32), is_output=True), Scalar("n", n)),
     )
-    [run] = sanitize.sanitize_launches([launch], tools=("racecheck",), time_limit_s=120)
+    [run] = sanitize.cross_check([launch], tools=("racecheck",), time_limit_s=120)
     assert run.note is None
     assert [f.kind for f in run.findings] and all(f.kind == "shared_race" for f in run.findings)
     assert {f.line for f in run.findings} & {5, 6}

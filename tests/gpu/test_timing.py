@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from autograder.backends.gpu import GpuBackend
-from autograder.backends.gpu_timing import time_case, timing_request
+from autograder.backends.gpu_timing import time_case
+from autograder.cases import timing_requests
 from autograder.spec import load_spec
 
 pytestmark = pytest.mark.gpu
@@ -52,7 +53,8 @@ def spec():
 
 def _time(backend, spec, student: str, seed: int, budget_s: float = 5.0):
     sources = {"student": student, "reference": (ROOT / "reference" / "vector_add.cu").read_text()}
-    request = timing_request(spec, sources, CASE, "perf", 0, seed, case_s=20)
+    one_case = dataclasses.replace(spec, cases={"perf": (CASE,)})
+    request = next(timing_requests(one_case, sources, "perf", seed, time_limit_s=20))
     return time_case(backend, dataclasses.replace(request, budget_s=budget_s))
 
 

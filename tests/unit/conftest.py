@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import pipeline
+from autograder.backends import Backends
+from autograder.model import Course, read_course
 
 from .fake_backend import FakeBackend
 
@@ -105,14 +106,14 @@ def course_root(tmp_path) -> Path:
 
 
 @pytest.fixture
-def course(course_root) -> pipeline.Course:
-    return pipeline.load(course_root)
+def course(course_root) -> Course:
+    return read_course(course_root)
 
 
 @pytest.fixture
-def backends() -> pipeline.Backends:
-    fake = FakeBackend("emulator")
-    return pipeline.Backends(grading=fake, safety=fake)
+def backends() -> Backends:
+    fake = FakeBackend()
+    return Backends(grading=fake, safety=fake)
 
 
 @pytest.fixture

@@ -9,9 +9,22 @@ no NVRTC and no GPU, through the same Backend contract as the real ones.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
-from autograder.backends.base import Backend, Buffer, CompileError, Counters, Finding, LaunchResult
+from autograder.backends import Backends
+from autograder.backends.base import (
+    Backend,
+    Buffer,
+    Capabilities,
+    CompileError,
+    Counters,
+    Finding,
+    LaunchResult,
+)
+
+EMULATOR_LIKE = Capabilities(sees_every_access=True)
 
 
 class Context:
@@ -30,8 +43,11 @@ class Context:
 
 
 class FakeBackend(Backend):
-    def __init__(self, name: str = "emulator"):
+    """Counts and finds like the emulator by default; ``capabilities`` makes it play another backend."""
+
+    def __init__(self, name: str = "emulator", capabilities: Capabilities = EMULATOR_LIKE):
         self.name = name
+        self.capabilities = capabilities
 
     def compile(self, program) -> None:
         self.load(program)
@@ -53,5 +69,12 @@ class FakeBackend(Backend):
         scalars = {a.name: a.value for a in launch.args if not isinstance(a, Buffer)}
         context = Context(launch)
         kernel(context, **arrays, **scalars)
-        counters = context.counters if self.name == "emulator" else None
+        counters = context.counters if self.capabilities.sees_every_access else None
         return LaunchResult(outputs=arrays, findings=context.findings, counters=counters)
+
+
+@contextlib.contextmanager
+def open_fake_backends(name: str = "emulator", compile_s: float = 60, emulator_mb: float | None = None):
+    """Stands in for ``backends.open_backends``: one fake backend playing both roles."""
+    fake = FakeBackend()
+    yield Backends(grading=fake, safety=fake)

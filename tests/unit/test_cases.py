@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from autograder.backends.base import Buffer, Scalar
-from autograder.cases import case_seed, make_inputs, prepare, reference_outputs, sentinel
+from autograder.cases import GroupCase, case_seed, make_inputs, prepare, reference_outputs, sentinel
 from autograder.spec import Array, Spec, SpecError
 from autograder.spec import Scalar as ScalarSpec
 
@@ -47,7 +47,7 @@ def test_inputs_are_fresh_per_seed():
 
 
 def test_prepare_poisons_outputs_and_evaluates_the_case():
-    prepared = prepare(SPEC, "src", CASE, seed=5, time_limit_s=20)
+    prepared = prepare(SPEC, "src", GroupCase("g", 0, CASE, seed=5), time_limit_s=20)
     launch = prepared.launch
     assert launch.grid == (16, 1, 1) and launch.block == (64, 1, 1) and launch.shared_bytes == 256
     assert launch.time_limit_s == 20

@@ -3,17 +3,10 @@ import math
 import numpy as np
 import pytest
 
-from autograder.backends.base import Counters, Finding, LaunchResult
-from autograder.cases import prepare
-from autograder.checks import (
-    CaseOutcome,
-    OutputComparison,
-    bounds,
-    compare,
-    compare_output,
-    correctness,
-    traffic,
-)
+from autograder.backends.base import Capabilities, Counters, Finding, LaunchResult
+from autograder.cases import GroupCase, prepare
+from autograder.checks import bounds, correctness, traffic
+from autograder.compare import CaseOutcome, OutputComparison, compare_output, compare_outputs
 from autograder.rubric import Item
 from autograder.spec import Array, Spec
 from autograder.spec import Scalar as ScalarArg
@@ -32,15 +25,20 @@ def outcome(correct=True, findings=(), backend="emulator", index=0, counters=Non
 
 
 class FakeRuns:
-    def __init__(self, grading=(), safety=(), reference=(), grading_name="emulator"):
+    """Grading on the safety backend (the emulator), or on another backend (a GPU) with ``grading_apart``."""
+
+    def __init__(self, grading=(), safety=(), reference=(), grading_apart=False):
         self.lists = {"grading": list(grading), "safety": list(safety), "reference": list(reference)}
-        self.names = {"grading": grading_name, "safety": "emulator", "reference": "emulator"}
+        self.grading_apart = grading_apart
 
     def outcomes(self, role, group):
         return self.lists[role]
 
-    def backend_name(self, role):
-        return self.names[role]
+    def capabilities(self, role):
+        return Capabilities(measures_time=self.grading_apart and role == "grading")
+
+    def same_backend(self, role, other):
+        return not self.grading_apart or role == other
 
 
 OOB = Finding("out_of_bounds_write", "vec.cu:3: thread (5,0,0) of block (1,0,0) wrote c[10] past its end",
@@ -101,7 +99,7 @@ def test_bounds_full_without_findings_zero_with_one():
 
 
 def test_bounds_on_gpu_adds_the_gpu_canary_findings_to_the_emulators():
-    runs = FakeRuns(safety=[outcome()], grading=[outcome(findings=[OOB], backend="gpu")], grading_name="gpu")
+    runs = FakeRuns(safety=[outcome()], grading=[outcome(findings=[OOB], backend="gpu")], grading_apart=True)
     result = bounds(item("bounds"), runs)
     assert result.score == 0 and "[gpu]" not in result.output and "wrote c[10]" in result.output
     runs = FakeRuns(safety=[outcome(findings=[OOB])], grading=[outcome(backend="gpu")])
@@ -170,11 +168,11 @@ def test_an_untouched_input_holding_nan_is_not_reported_as_modified():
         inputs=lambda rng, case: {"a": np.array([1.0, np.nan, 2.0, 3.0])},
     )
     case = spec.cases["g"][0]
-    prepared = prepare(spec, "", case, seed=1, time_limit_s=5)
+    prepared = prepare(spec, "", GroupCase("g", 0, case, seed=1), time_limit_s=5)
     untouched = {"a": prepared.inputs["a"].copy(), "c": np.array([1.0, 0.0, 2.0, 3.0], np.float32)}
-    assert compare(spec, case, prepared, LaunchResult(outputs=untouched))["inputs_modified"] == ()
+    assert compare_outputs(spec, prepared, LaunchResult(outputs=untouched))[1] == ()
     changed = {**untouched, "a": np.array([1.0, np.nan, 2.0, 4.0], np.float32)}
-    assert compare(spec, case, prepared, LaunchResult(outputs=changed))["inputs_modified"] == ("a",)
+    assert compare_outputs(spec, prepared, LaunchResult(outputs=changed))[1] == ("a",)
 
 
 def test_integer_outputs_are_exact_whatever_the_float_tolerance():

@@ -8,11 +8,12 @@ from click.testing import CliRunner
 
 from autograder import cli, pipeline
 
-from .fake_backend import FakeBackend
+from .fake_backend import FakeBackend, open_fake_backends
 
 
 @pytest.fixture(autouse=True)
 def fake_backends(monkeypatch):
+    monkeypatch.setattr(cli, "open_backends", open_fake_backends)
     monkeypatch.setattr(cli, "select_backend", lambda name, compile_s=60, emulator_mb=None: FakeBackend(name))
 
 
@@ -116,13 +117,13 @@ SIGTERM_DURING_GRADING = """
 import os, signal, sys, time
 sys.path.insert(0, {repo!r})
 from autograder import cli, pipeline
-from tests.unit.fake_backend import FakeBackend
+from tests.unit.fake_backend import open_fake_backends
 
 def terminated(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGTERM)  # what Gradescope sends when its time limit is up
     time.sleep(30)
 
-cli.select_backend = lambda name, compile_s=60, emulator_mb=None: FakeBackend(name)
+cli.open_backends = open_fake_backends
 pipeline.grade_submission = terminated
 cli.main(["grade", {submission!r}, "--course", {course!r}, "--results", {results!r}])
 """

@@ -10,10 +10,20 @@ import pytest
 from autograder import checks
 from autograder import performance as perf
 from autograder.backends import gpu_timing
-from autograder.backends.base import Buffer, Launch, LaunchFailure, Program
+from autograder.backends.base import (
+    Buffer,
+    Capabilities,
+    Launch,
+    LaunchFailure,
+    Program,
+    Timing,
+    TimingRequest,
+)
 from autograder.backends.base import Scalar as ScalarArg
+from autograder.cases import timing_requests
+from autograder.compare import CaseOutcome
 from autograder.rubric import Item
-from autograder.spec import Array, Scalar, Spec, load_course
+from autograder.spec import Array, Scalar, Spec, load_specs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +66,7 @@ def test_combined_ratio_is_geometric_mean():
 
 
 def _timing(student_ms, reference_ms, floor_ms=None, wrong=None):
-    return perf.Timing(
+    return Timing(
         case={"n": 1 << 24}, student_ms=student_ms, reference_ms=reference_ms,
         student_spread=0.001, reference_spread=0.001, repeats=30, input_sets=4,
         device="NVIDIA H200", clocks={"sm_mhz": "1980"}, floor_ms=floor_ms, wrong=wrong,
@@ -128,7 +138,7 @@ def test_floor_takes_the_larger_of_bytes_and_flops():
 def test_a_gemm_that_replays_its_product_is_flagged_by_the_flop_floor():
     """C = AB at 4096^3 needs 2*4096^3 flops: 0.28 ms at the H200's TF32 peak, 0.14 ms at its
     FP16 peak. Copying a remembered C instead (128 MB, 0.03 ms) beats the byte floor only."""
-    course = load_course(ROOT)
+    course = load_specs(ROOT)
     case = {"M": 4096, "N": 4096, "K": 4096, "T": 32}
     for name, peak in (("gemm_tiled", 495e12), ("gemm_tensor_core", 989e12)):
         spec = course[name]
@@ -143,13 +153,24 @@ def test_a_gemm_that_replays_its_product_is_flagged_by_the_flop_floor():
         assert not honest.below_floor
 
 
-def test_a_timing_request_carries_the_specs_flops_and_precision():
-    spec = load_course(ROOT)["gemm_tensor_core"]
-    source = (ROOT / "reference" / "gemm_tensor_core.cu").read_text()
-    case = {"M": 33, "N": 47, "K": 40}
-    request = gpu_timing.timing_request(spec, {"student": source, "reference": source}, case,
-                                        "perf", 0, secret=7, case_s=5.0, input_sets=1)
-    assert request.work.flops == 2 * 33 * 47 * 40 and request.work.half
+def test_timing_requests_rotate_fresh_input_sets_of_each_perf_case():
+    spec = load_specs(ROOT)["vector_add"]
+    source = (ROOT / "reference" / "vector_add.cu").read_text()
+    small = dataclasses.replace(spec, cases={"perf": ({"n": 1000, "T": 256}, {"n": 999, "T": 128})})
+    requests = list(timing_requests(small, {"student": source, "reference": source}, "perf", 7, 5.0))
+    assert [r.case for r in requests] == [{"n": 1000, "T": 256}, {"n": 999, "T": 128}]
+    a = [launch.args[0].data for launch in requests[0].student]
+    assert len(a) == 3 and not np.array_equal(a[0], a[1]) and a[0].size == 1000
+    assert requests[1].reference.defines == requests[1].student[0].program.defines
+
+
+def test_the_physical_floor_is_the_devices_for_the_cases_work():
+    spec = load_specs(ROOT)["gemm_tensor_core"]
+    work = perf.minimum_work(spec, {"M": 33, "N": 47, "K": 40})
+    assert work.flops == 2 * 33 * 47 * 40 and work.half
+    assert perf.with_floor(_timing(1.0, 1.0), work).floor_ms == perf.H200.floor_ms(work)
+    elsewhere = dataclasses.replace(_timing(1.0, 1.0, floor_ms=3.0), device="a GPU without ceilings")
+    assert perf.with_floor(elsewhere, work).floor_ms is None
 
 
 def test_minimum_bytes_counts_each_array_once():
@@ -185,7 +206,7 @@ def test_missing_counter_is_a_clear_error():
 
 
 def test_time_without_gpu_is_not_run_and_marked_for_regrading():
-    assert perf.needs_gpu("time") and not perf.needs_gpu("global_load_sectors")
+    assert perf.is_timed("time") and not perf.is_timed("global_load_sectors")
     evidence = perf.not_run("time")
     assert evidence.regrade and evidence.fraction == 0.0
     assert evidence.message.startswith("not run: needs a GPU")
@@ -195,19 +216,19 @@ def test_median_spread_shrinks_with_repeats_and_ignores_outliers():
     rng = np.random.default_rng(1)
     few = 1.0 + 0.01 * rng.standard_normal(10)
     many = 1.0 + 0.01 * rng.standard_normal(1000)
-    assert perf.median_spread(many) < perf.median_spread(few)
-    assert perf.median_spread(many) == pytest.approx(1.2533 * 0.01 / math.sqrt(1000), rel=0.15)
+    assert gpu_timing.median_spread(many) < gpu_timing.median_spread(few)
+    assert gpu_timing.median_spread(many) == pytest.approx(1.2533 * 0.01 / math.sqrt(1000), rel=0.15)
     spiky = np.concatenate([many, [50.0] * 20])  # 2 % of launches delayed 50x
-    assert perf.median_spread(spiky) < 2 * perf.median_spread(many)
-    assert perf.median_spread([1.0]) == math.inf
+    assert gpu_timing.median_spread(spiky) < 2 * gpu_timing.median_spread(many)
+    assert gpu_timing.median_spread([1.0]) == math.inf
 
 
 def test_settled_needs_both_repeats_and_a_small_spread():
     steady = [1.0, 1.001, 0.999] * 20
-    assert perf.settled(steady, target=0.003, min_repeats=30)
-    assert not perf.settled(steady[:9], target=0.003, min_repeats=30)
+    assert gpu_timing.settled(steady, target=0.003, min_repeats=30)
+    assert not gpu_timing.settled(steady[:9], target=0.003, min_repeats=30)
     noisy = list(np.random.default_rng(2).uniform(0.5, 1.5, 60))
-    assert not perf.settled(noisy, target=0.003, min_repeats=30)
+    assert not gpu_timing.settled(noisy, target=0.003, min_repeats=30)
 
 
 # --- the timing protocol (backends/gpu_timing.py) on a fake CUDA driver -------------------
@@ -322,9 +343,9 @@ def _request(student_source, n=1000, sets=3):
             Buffer("c", np.full(n, np.nan, np.float32), is_output=True), ScalarArg("n", n)))
         for _ in range(sets)
     )
-    return gpu_timing.TimingRequest(
+    return TimingRequest(
         student=launches, reference=Program("reference", "vector_add.cu", "vector_add"),
-        case={"n": n}, rtol=1e-6, atol=1e-6, work=perf.Work(bytes=12 * n), min_repeats=12, budget_s=5,
+        case={"n": n}, rtol=1e-6, atol=1e-6, min_repeats=12, budget_s=5,
     )
 
 
@@ -398,10 +419,13 @@ class _Runs:
 
     def outcomes(self, role, group):
         error = None if self.correct else "wrong"
-        return [checks.CaseOutcome(group, 0, {"n": 1 << 24}, 7, self.backend, error=error)]
+        return [CaseOutcome(group, 0, {"n": 1 << 24}, 7, self.backend, error=error)]
 
-    def backend_name(self, role):
-        return self.backend
+    def capabilities(self, role):
+        return Capabilities(measures_time=self.backend == "gpu")
+
+    def same_backend(self, role, other):
+        return self.backend != "gpu"
 
     def timings(self, group):
         if isinstance(self.timings_given, Exception):

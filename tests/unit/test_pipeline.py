@@ -2,10 +2,13 @@ import json
 
 import pytest
 
-from autograder import pipeline
-from autograder.backends.base import LaunchFailure, Unsupported
+from autograder import pipeline, sanitize
+from autograder.backends import Backends
+from autograder.backends.base import Capabilities, LaunchFailure, Unsupported
+from autograder.model import read_course
 from autograder.report import write_report
 from autograder.results import build_results, fallback_results
+from autograder.sanitize import SanitizerRun
 
 from .fake_backend import FakeBackend
 
@@ -128,7 +131,7 @@ def test_a_grader_bug_in_one_case_is_flagged_and_the_rest_graded(course, submit,
             return super().launch(launch)
 
     broken = Broken()
-    graded = grade(course, pipeline.Backends(broken, broken), course.root / "reference")
+    graded = grade(course, Backends(broken, broken), course.root / "reference")
     ragged = next(r for r in graded.items if r.item.name == "vec correctness (ragged)")
     assert ragged.regrade and "grader error: ZeroDivisionError: emulator bug" in ragged.output
     assert ragged.score == 1.0  # the other ragged case still counts
@@ -145,7 +148,7 @@ def test_a_compiler_that_cannot_run_flags_its_items_and_grades_the_rest(course, 
             super().compile(program)
 
     broken = NoCompiler()
-    graded = grade(course, pipeline.Backends(broken, broken), course.root / "reference")
+    graded = grade(course, Backends(broken, broken), course.root / "reference")
     vec = [r for r in graded.items if r.item.assignment == "vec"]
     assert all(r.score == 0 and r.regrade and str(error) in r.output for r in vec)
     assert next(r for r in graded.items if r.item.assignment == "grid2d").passed
@@ -157,7 +160,7 @@ def test_unsupported_ptx_fails_the_case_and_flags_the_item(course):
             raise Unsupported("wmma.load.a.sync is not supported by the emulator (vec.cu:3)")
 
     limited = Limited()
-    graded = grade(course, pipeline.Backends(limited, limited), course.root / "reference")
+    graded = grade(course, Backends(limited, limited), course.root / "reference")
     first = graded.items[0]
     assert first.score == 0 and first.regrade and "wmma.load.a.sync is not supported" in first.output
 
@@ -165,7 +168,7 @@ def test_unsupported_ptx_fails_the_case_and_flags_the_item(course):
 def test_cases_past_the_submission_time_limit_are_not_run(course_root, backends):
     rubric = course_root / "rubric.yaml"
     rubric.write_text(rubric.read_text().replace("submission_s: 300", "submission_s: 0.000001"))
-    course = pipeline.load(course_root)
+    course = read_course(course_root)
     graded = grade(course, backends, course.root / "reference")
     assert all(r.score == 0 for r in graded.items)
     assert "not run: the submission's time limit was reached" in graded.items[0].output
@@ -206,3 +209,27 @@ def test_report_has_seeds_and_evidence(course, backends, submit, tmp_path):
     assert case["seed"] and case["findings"][0]["line"] == 3
     text = md_path.read_text()
     assert "secret seed `1`" in text and "line 3: out_of_bounds_write" in text
+
+
+def test_sanitize_adds_the_cross_check_of_the_grading_launches_to_bounds_and_barriers(course, monkeypatch):
+    native = FakeBackend("native", Capabilities(runs_natively=True))
+    seen = []
+
+    def cross_check(launches):
+        seen.append([launch.args[-1].value for launch in launches])
+        return [SanitizerRun("memcheck", note="stopped after 300 s")]
+
+    monkeypatch.setattr(sanitize, "cross_check", cross_check)
+    graded = grade(course, Backends(native, FakeBackend()), course.root / "reference", cross_check=True)
+    checked = [r for r in graded.items if "compute-sanitizer cross-check" in r.output]
+    assert {r.item.check for r in checked} == {"bounds", "barriers"} and len(seen) == 1  # a group runs once
+    assert all(r.passed and r.evidence["sanitizer"][0]["note"] == "stopped after 300 s" for r in checked)
+    safety = [case["params"]["n"] for case in checked[0].evidence["cases"] if case["backend"] == "emulator"]
+    assert seen[0] == safety  # the very cases, in order, that grading ran
+
+
+def test_sanitize_without_a_native_backend_is_a_note(course, backends):
+    graded = grade(course, backends, course.root / "reference", cross_check=True)
+    assert graded.notes == ("--sanitize was not run: compute-sanitizer needs a GPU, and the emulator backend "
+                            "graded",)
+    assert not any("cross-check" in r.output for r in graded.items)

@@ -2,8 +2,11 @@ from pathlib import Path
 
 import pytest
 
+from autograder.backends.base import COUNTER_NAMES, FINDING_CHECKS
+from autograder.checks import SCORERS
 from autograder.rubric import RubricError, load_rubric
-from autograder.spec import load_course
+from autograder.spec import load_specs
+from autograder.vocabulary import CHECKS, METRICS
 
 GROUPS = {"vec": {"aligned": (), "ragged": (), "safety": (), "perf": ()}, "grid2d": {"aligned": ()}}
 
@@ -59,6 +62,9 @@ def test_loads_items_in_order_with_defaults(tmp_path):
         ("course: c", "course: c\ncolor: red", 2, "unknown key 'color' in the rubric"),
         ("  grid2d:", "  grid3d:", 11, "unknown assignment 'grid3d'"),
         ("backend: emulator", "backend: tpu", 2, "unknown backend 'tpu'"),
+        ("metric: global_load_values", "metric: global_loads", 8, "unknown traffic metric 'global_loads'"),
+        ("metric: global_load_values", "metric: time", 8, "unknown traffic metric 'time'"),
+        ("metric: time", "metric: seconds", 9, "unknown performance metric 'seconds'"),
     ],
 )
 def test_errors_name_file_and_line(tmp_path, old, new, line, words):
@@ -107,6 +113,13 @@ def test_missing_file(tmp_path):
 
 def test_the_course_rubric_loads_against_its_specs():
     root = Path(__file__).resolve().parents[2]
-    specs = load_course(root)
+    specs = load_specs(root)
     rubric = load_rubric(root / "rubric.yaml", {name: spec.cases for name, spec in specs.items()})
     assert set(rubric.assignments) == set(specs)
+
+
+def test_one_vocabulary():
+    """Each word defined once, and the definitions agree with one another."""
+    assert tuple(SCORERS) == CHECKS
+    assert set(FINDING_CHECKS.values()) <= set(CHECKS)
+    assert set(METRICS) <= set(CHECKS) and set(METRICS["traffic"]) == set(COUNTER_NAMES)

@@ -1,286 +1,98 @@
-"""The compute-sanitizer report parser, on outputs written from its documented text format."""
+"""``--sanitize``: each tool watches the same GPU worker as grading, and its findings join the items."""
 
 import sys
-from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
 from autograder import sanitize
-from autograder.backends.base import FINDING_CHECKS, Buffer, Launch, Program, Scalar
-from autograder.checks import ItemResult
-from autograder.pipeline import Grade
+from autograder.backends.base import Buffer, Launch, Program, Scalar
+from autograder.backends.worker import WorkerBackend
+from autograder.model import ItemResult
 from autograder.rubric import Item
+from autograder.sanitizer_report import parse
 
-MEMCHECK = """\
-========= COMPUTE-SANITIZER
-========= Invalid __global__ write of size 4 bytes
-=========     at vector_add+0x90 in /tmp/grade/vector_add.cu:5
-=========     by thread (232,0,0) in block (3,0,0)
-=========     Address 0x7f3c5e600fa0 is out of bounds
-=========     and is 1 bytes after the nearest allocation at 0x7f3c5e600000 of size 4,000 bytes
-=========     Saved host backtrace up to driver entry point at kernel launch time
-=========         Host Frame: [0x2f7a4e] in libcuda.so.1
-=========
-========= Invalid __global__ write of size 4 bytes
-=========     at vector_add+0x90 in /tmp/grade/vector_add.cu:5
-=========     by thread (233,0,0) in block (3,0,0)
-=========     Address 0x7f3c5e600fa4 is out of bounds
-=========     and is 5 bytes after the nearest allocation at 0x7f3c5e600000 of size 4,000 bytes
-=========
-========= Invalid __global__ read of size 4 bytes
-=========     at vector_add+0x70 in /tmp/grade/vector_add.cu:5
-=========     by thread (232,0,0) in block (3,0,0)
-=========     Address 0x7f3c5e601fa0 is out of bounds
-=========     and is 4,097 bytes after the nearest allocation at 0x7f3c5e601000 of size 3,000 bytes
-=========
-========= ERROR SUMMARY: 3 errors
-"""
+from .fake_backend import FakeBackend
+from .test_sanitizer_report import MEMCHECK
 
-MEMCHECK_OLD = """\
-========= CUDA-MEMCHECK
-========= Invalid __shared__ read of size 4
-=========     at 0x000000c8 in /home/u/window_sum.cu:14:window_sum(float const*, float*, int)
-=========     by thread (9,0,0) in block (0,0,0)
-=========     Address 0x00000410 is out of bounds
-=========
-========= Invalid __global__ read of size 8
-=========     at 0x000000d0 in /home/u/window_sum.cu:16:window_sum(float const*, float*, int)
-=========     by thread (1,0,0) in block (0,0,0)
-=========     Address 0x7f0000000003 is misaligned
-=========
-========= ERROR SUMMARY: 2 errors
-"""
-
-INITCHECK = """\
-========= COMPUTE-SANITIZER
-========= Uninitialized __global__ memory read of size 4 bytes
-=========     at gemm+0x1c0 in gemm.cu:21
-=========     by thread (3,1,0) in block (0,2,0)
-=========     Address 0x7f0000400000
-=========
-========= ERROR SUMMARY: 1 error
-"""
-
-RACECHECK_HAZARD = """\
-========= COMPUTE-SANITIZER
-========= Error: Potential WAR hazard detected at __shared__ 0x84 in block (2,0,0) :
-=========     Read Thread (31,0,0) at window_sum+0x1a0 in window_sum.cu:16
-=========     Write Thread (1,0,0) at window_sum+0x120 in window_sum.cu:12
-=========     Current Value : 0, Incoming Value : 1
-=========
-========= Error: Potential RAW hazard detected at __shared__ 0x88 in block (3,0,0) :
-=========     Write Thread (2, 0, 0) at 0x00001078 in window_sum.cu:12:window_sum(float const*, float*, int)
-=========     Read Thread (30, 0, 0) at 0x00000748 in window_sum.cu:16:window_sum(float const*, float*, int)
-=========     Current Value : 194
-=========
-========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)
-"""
-
-RACECHECK_ANALYSIS = """\
-========= COMPUTE-SANITIZER
-========= Error: Race reported between Write access at gemm_tiled+0x3e0 in gemm_tiled.cu:24
-=========     and Read access at gemm_tiled+0x4f0 in gemm_tiled.cu:29 [4096 hazards]
-=========     and Read access at gemm_tiled+0x510 in gemm_tiled.cu:29 [2048 hazards]
-=========
-========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
-"""
-
-# CUDA 12.4+ splits the device frame over two lines; CUDA 13 says "Access to ... is out of bounds".
-MEMCHECK_NEW = """\
-========= COMPUTE-SANITIZER
-========= Invalid __global__ read of size 4 bytes
-=========     at matmul_naive(const float *, const float *, float *, int, int, int)+0x1f0
-=========        in matmul_naive.cu:12
-=========     by thread (5,15,0) in block (2,7,0)
-=========     Access to 0x7f31c2a04000 is out of bounds
-=========     and is 8 bytes after the nearest allocation at 0x7f31c2a00000 of size 16,376 bytes
-=========     Saved host backtrace up to driver entry point at kernel launch time
-=========         Host Frame: cuLaunchKernel [0x3ea1c] in libcuda.so.1
-=========
-========= Program hit cudaErrorMisalignedAddress (error 716) due to "misaligned address" on CUDA API call to
-=========   cuCtxSynchronize.
-=========
-========= ERROR SUMMARY: 2 errors
-"""
-
-# byte for byte the H200 report on the guarded tests/gpu/kernels/vector_add.cu (2026-11-29)
-CLEAN = """\
-========= COMPUTE-SANITIZER
-========= ERROR SUMMARY: 0 errors
-"""
+ADD = "def vector_add(ctx, a, b, c, n):\n    c[:n] = a[:n] + b[:n]\n"
+HANG = "import time\ndef vector_add(ctx, a, b, c, n):\n    time.sleep(60)\n"
 
 
-def test_memcheck_out_of_bounds_write_names_thread_block_line_and_element():
-    allocations = {4000: sanitize.Allocation("c", 4)}
-    findings = sanitize.parse(MEMCHECK, "memcheck", allocations)
-    write = next(f for f in findings if f.kind == "out_of_bounds_write")
-    assert (write.line, write.thread, write.block) == (5, (232, 0, 0), (3, 0, 0))
-    assert (write.array, write.index, write.bound) == ("c", 1000, 1000)
-    assert write.others == 1  # thread 233 collapsed into it
-    assert write.message == (
-        "vector_add.cu:5: thread (232,0,0) of block (3,0,0) wrote c[1000] past its end "
-        "(c has 1000 elements) [compute-sanitizer memcheck]"
-    )
-
-
-def test_memcheck_unknown_allocation_reports_bytes_past_the_end():
-    read = next(f for f in sanitize.parse(MEMCHECK, "memcheck") if f.kind == "out_of_bounds_read")
-    assert read.array is None and read.line == 5
-    assert "4097 bytes after the end of an allocation of 3000 bytes" in read.message
-
-
-def test_memcheck_old_format_shared_and_misaligned():
-    findings = sanitize.parse(MEMCHECK_OLD, "memcheck")
-    kinds = {f.kind: f for f in findings}
-    assert set(kinds) == {"out_of_bounds_read", "misaligned_access"}
-    shared = kinds["out_of_bounds_read"]
-    assert (shared.line, shared.thread) == (14, (9, 0, 0))
-    assert "__shared__" in shared.message and shared.message.startswith("window_sum.cu:14:")
-    assert kinds["misaligned_access"].line == 16
-
-
-def test_memcheck_new_format_split_location_and_access_wording():
-    (finding,) = sanitize.parse(MEMCHECK_NEW, "memcheck", {16376: sanitize.Allocation("A", 4)})
-    assert finding.kind == "out_of_bounds_read"  # the API error after the report is no part of it
-    assert (finding.line, finding.thread, finding.block) == (12, (5, 15, 0), (2, 7, 0))
-    assert (finding.array, finding.index, finding.bound) == ("A", 4096, 4094)
-    assert finding.message.startswith("matmul_naive.cu:12: thread (5,15,0) of block (2,7,0) read A[4096]")
-
-
-def test_initcheck_uninitialized_global_read():
-    (finding,) = sanitize.parse(INITCHECK, "initcheck")
-    assert finding.kind == "uninitialized_global_read"
-    assert (finding.line, finding.thread, finding.block) == (21, (3, 1, 0), (0, 2, 0))
-    assert finding.check == "bounds"
-
-
-def test_racecheck_hazard_report_names_both_threads_and_lines():
-    (finding,) = sanitize.parse(RACECHECK_HAZARD, "racecheck")
-    assert finding.kind == "shared_race" and finding.check == "barriers"
-    assert (finding.line, finding.thread, finding.block) == (12, (1, 0, 0), (2, 0, 0))
-    assert finding.others == 1
-    assert "WAR race on shared memory in block (2,0,0)" in finding.message
-    assert "write by thread (1,0,0) at window_sum.cu:12" in finding.message
-
-
-def test_racecheck_analysis_report_counts_hazards():
-    (finding,) = sanitize.parse(RACECHECK_ANALYSIS, "racecheck")
-    assert finding.kind == "shared_race" and finding.line == 24
-    assert "6144 hazards" in finding.message
-    assert "a read at gemm_tiled.cu:29" in finding.message
-
-
-def test_clean_run_has_no_findings_and_a_zero_count():
-    assert sanitize.parse(CLEAN, "memcheck") == []
-    assert sanitize.error_count(CLEAN) == 0
-    assert sanitize.error_count(MEMCHECK) == 3
-    assert sanitize.error_count("python crashed") is None
-
-
-def test_every_kind_is_a_known_finding_kind():
-    texts = MEMCHECK + MEMCHECK_OLD + INITCHECK + RACECHECK_HAZARD + RACECHECK_ANALYSIS
-    assert {f.kind for f in sanitize.parse(texts, "memcheck")} <= set(FINDING_CHECKS)
-
-
-def test_program_output_between_reports_is_ignored():
-    text = "hello from printf\n" + MEMCHECK.replace("=========\n", "=========\nsome stdout\n", 1)
-    assert len(sanitize.parse(text, "memcheck")) == 2
-
-
-def _launch(n):
+def _launch(n, source=ADD):
     return Launch(
-        Program("", "vector_add.cu", "vector_add"), grid=(-(-n // 256), 1, 1), block=(256, 1, 1),
+        Program(source, "vector_add.cu", "vector_add"), grid=(-(-n // 256), 1, 1), block=(256, 1, 1),
         args=(Buffer("a", np.ones(n, np.float32)), Buffer("b", np.ones(n, np.float32)),
               Buffer("c", np.full(n, np.nan, np.float32), is_output=True), Scalar("n", n)),
     )
 
 
-def test_allocations_name_an_array_only_when_its_size_is_unique():
-    allocations = sanitize.allocations_of([_launch(1000)])
-    assert allocations[4000] == sanitize.Allocation("a, b or c", 4, unique=False)
-    findings = sanitize.parse(MEMCHECK, "memcheck", allocations)
-    write = next(f for f in findings if f.kind == "out_of_bounds_write")
-    assert write.array is None and (write.index, write.bound) == (1000, 1000)
-    assert "wrote element 1000 of a, b or c past its end (each has 1000 elements)" in write.message
-
-
-# A real report: compute-sanitizer memcheck (CUDA 13) on an NVIDIA H200, 2026-11-29, from
-# bench/perf_bench.py part s (``--parts s``): tests/gpu/kernels/vector_add_unguarded.cu, n = 1000,
-# block 256. Trimmed from the raw log (cut at LOG_LIMIT characters): its first two records
-# verbatim but for the Host Frame backtrace (one frame kept of each), then the run's own summary
-# line (26 errors), which the cut had dropped.
-H200_MEMCHECK_UNGUARDED = Path(__file__).parent / "data" / "memcheck-h200-vector_add_unguarded.log"
-
-
-def test_real_h200_memcheck_log_names_the_unguarded_read():
-    text = H200_MEMCHECK_UNGUARDED.read_text()
-    (finding,) = sanitize.parse(text, "memcheck", sanitize.allocations_of([_launch(1000)]))
-    assert finding.kind == "out_of_bounds_read" and finding.check == "bounds"
-    assert (finding.line, finding.thread, finding.block) == (4, (232, 0, 0), (3, 0, 0))
-    assert (finding.index, finding.bound, finding.others) == (1000, 1000, 1)  # thread 233 collapsed
-    assert finding.message == (
-        "vector_add_unguarded.cu:4: thread (232,0,0) of block (3,0,0) read element 1000 of "
-        "a, b or c past its end (each has 1000 elements) [compute-sanitizer memcheck]"
-    )
-    assert sanitize.error_count(text) == 26
-
-
 def _fake_sanitizer(tmp_path, body):
-    """A stand-in for compute-sanitizer: writes ``body`` to its --log-file, or hangs."""
+    """A stand-in for compute-sanitizer: writes ``body`` to its --log-file, then runs what it watches."""
     script = tmp_path / "compute-sanitizer"
     script.write_text(
         f"#!{sys.executable}\n"
-        "import sys, time\n"
-        "log = sys.argv[sys.argv.index('--log-file') + 1]\n"
-        f"body = {body!r}\n"
-        "if body == 'hang':\n    time.sleep(60)\n"
-        "open(log, 'w').write(body)\n"
+        "import os, sys\n"
+        "at = sys.argv.index('--log-file')\n"
+        f"open(sys.argv[at + 1], 'w').write({body!r})\n"
+        "os.execv(sys.argv[at + 2], sys.argv[at + 2:])\n"
     )
     script.chmod(0o755)
     return str(script)
 
 
-def test_runs_each_tool_in_a_child_and_parses_its_log(tmp_path, monkeypatch):
-    monkeypatch.setattr(sanitize, "sanitizer_path", lambda: _fake_sanitizer(tmp_path, MEMCHECK))
-    [run] = sanitize.sanitize_launches([_launch(1000)], tools=("memcheck",), time_limit_s=30)
+def _watched_fake(monkeypatch, tmp_path, body):
+    """compute-sanitizer is the fake above; the watched worker runs the fake backend, not a GPU."""
+    monkeypatch.setattr(sanitize, "sanitizer_path", lambda: _fake_sanitizer(tmp_path, body))
+    watched = []
+
+    def worker(command):
+        watched.append(WorkerBackend(FakeBackend, "fake", command=command))
+        return watched[-1]
+
+    monkeypatch.setattr(sanitize, "watched_gpu", worker)
+    return watched
+
+
+def test_each_tool_watches_a_worker_running_the_launches_and_its_log_is_parsed(tmp_path, monkeypatch):
+    watched = _watched_fake(monkeypatch, tmp_path, MEMCHECK)
+    [run] = sanitize.cross_check([_launch(1000), _launch(10)], tools=("memcheck",), time_limit_s=30)
     assert run.tool == "memcheck" and run.errors == 3 and run.note is None
     assert {f.kind for f in run.findings} == {"out_of_bounds_write", "out_of_bounds_read"}
+    [worker] = watched
+    assert worker.command[0].endswith("compute-sanitizer") and worker.starts == 1 and worker._process is None
 
 
-def test_a_hanging_run_is_stopped_at_its_time_limit(tmp_path, monkeypatch):
-    monkeypatch.setattr(sanitize, "sanitizer_path", lambda: _fake_sanitizer(tmp_path, "hang"))
-    [run] = sanitize.sanitize_launches([_launch(10)], tools=("racecheck",), time_limit_s=1)
+def test_a_hanging_kernel_is_stopped_at_the_time_limit(tmp_path, monkeypatch):
+    _watched_fake(monkeypatch, tmp_path, "")
+    [run] = sanitize.cross_check([_launch(10, HANG)], tools=("racecheck",), time_limit_s=1)
     assert run.findings == () and run.note.startswith("stopped after 1 s")
+
+
+def test_a_worker_that_cannot_start_is_a_note_not_a_lost_grade(tmp_path, monkeypatch):
+    monkeypatch.setattr(sanitize, "sanitizer_path", lambda: _fake_sanitizer(tmp_path, ""))
+    monkeypatch.setattr(sanitize, "watched_gpu", lambda command: WorkerBackend(_no_gpu, "x", command=command))
+    [run] = sanitize.cross_check([_launch(10)], tools=("memcheck",), time_limit_s=30)
+    assert run.note.startswith("the sanitizer's run failed: WorkerError") and "no GPU here" in run.note
+
+
+def _no_gpu():
+    raise RuntimeError("no GPU here")
 
 
 def test_without_compute_sanitizer_every_tool_says_so(monkeypatch):
     monkeypatch.setattr(sanitize, "sanitizer_path", lambda: None)
-    runs = sanitize.sanitize_launches([_launch(10)])
+    runs = sanitize.cross_check([_launch(10)])
     assert [r.tool for r in runs] == list(sanitize.TOOLS)
     assert all(r.note == "not run: compute-sanitizer was not found" for r in runs)
 
 
-def test_cross_check_adds_findings_to_bounds_and_barriers_items_unscored(tmp_path, monkeypatch):
-    (tmp_path / "vector_add.cu").write_text("// submitted")
-    runs = [sanitize.SanitizerRun("memcheck", tuple(sanitize.parse(MEMCHECK, "memcheck")), 3),
+def test_the_cross_check_joins_an_item_unscored():
+    runs = [sanitize.SanitizerRun("memcheck", tuple(parse(MEMCHECK, "memcheck")), 3),
             sanitize.SanitizerRun("racecheck", note="stopped after 300 s")]
-    monkeypatch.setattr(sanitize, "sanitize_group", lambda spec, source, group, secret, case_s: runs)
-    items = [ItemResult(Item("vector_add", check, "safety", 3.0, check), 3.0, "ok") for check in
-             ("bounds", "correctness")]
-    grade = Grade(items=items, backend="gpu", seed=5)
-    limits = SimpleNamespace(case_s=20)
-    course = SimpleNamespace(specs={"vector_add": None}, rubric=SimpleNamespace(limits=limits))
-    sanitize.cross_check(grade, course, tmp_path)
-    bounds, correctness = grade.items
-    assert bounds.score == 3.0 and correctness == items[1]
-    assert "compute-sanitizer cross-check (not scored): 2 bounds finding(s)" in bounds.output
-    assert "vector_add.cu:5: thread (232,0,0) of block (3,0,0)" in bounds.output
-    assert "racecheck: stopped after 300 s" in bounds.output
-    assert bounds.evidence["sanitizer"][0]["errors"] == 3
-
-
-def test_cross_check_on_the_emulator_only_leaves_a_note():
-    grade = Grade(items=[], backend="emulator", seed=5)
-    sanitize.cross_check(grade, None, None)
-    assert grade.notes == ["--sanitize was not run: compute-sanitizer needs the gpu backend"]
+    bounds = ItemResult(Item("vector_add", "bounds", "safety", 3.0, "bounds"), 3.0, "ok")
+    checked = sanitize.with_cross_check(bounds, runs)
+    assert checked.score == 3.0 and checked.output.startswith("ok\n") and bounds.output == "ok"
+    assert "compute-sanitizer cross-check (not scored): 2 bounds finding(s)" in checked.output
+    assert "vector_add.cu:5: thread (232,0,0) of block (3,0,0)" in checked.output
+    assert "racecheck: stopped after 300 s" in checked.output
+    assert checked.evidence["sanitizer"][0]["errors"] == 3

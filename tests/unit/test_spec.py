@@ -1,6 +1,6 @@
 import pytest
 
-from autograder.spec import SpecError, dim3, evaluate, load_course, load_spec
+from autograder.spec import SpecError, dim3, evaluate, load_spec, load_specs
 
 GOOD = """
 from autograder.spec import Array, Spec
@@ -37,7 +37,7 @@ def test_load_course_finds_every_spec(tmp_path):
     write_spec(tmp_path, "b", GOOD.format(name="b"))
     write_spec(tmp_path, "a", GOOD.format(name="a"))
     (tmp_path / "assignments" / "notes").mkdir()
-    assert list(load_course(tmp_path)) == ["a", "b"]
+    assert list(load_specs(tmp_path)) == ["a", "b"]
 
 
 @pytest.mark.parametrize(("text", "words"), [
@@ -63,4 +63,4 @@ def test_an_infinite_size_or_geometry_is_a_spec_error():
 
 def test_a_course_without_assignments_is_a_spec_error_naming_the_folder(tmp_path):
     with pytest.raises(SpecError, match=r"assignments: no such folder"):
-        load_course(tmp_path)
+        load_specs(tmp_path)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from autograder import pipeline
+from autograder.backends import Backends
 from autograder.backends.base import (
     Buffer,
     CompileError,
@@ -71,7 +72,7 @@ def test_a_launch_failure_reported_by_the_backend_restarts_the_worker(worker):
 def test_a_worker_that_died_while_idle_is_replaced(worker):
     worker.launch(launch(ADD))
     worker._process.kill()
-    worker._process.join()
+    worker._process.wait()
     assert worker.launch(launch(ADD)).outputs["x"][0] == 2
     assert worker.starts == 2
 
@@ -123,7 +124,7 @@ def test_pipeline_grades_the_rest_after_a_hang_and_a_crash(course, submit):
     )
     worker = WorkerBackend(FakeBackend, "emulator")
     try:
-        backends = pipeline.Backends(worker, worker)
+        backends = Backends(worker, worker)
         graded = pipeline.grade_submission(submit(vec=hang_on_ragged), course, backends, 5)
     finally:
         worker.close()
