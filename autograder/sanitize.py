@@ -75,35 +75,59 @@ def cross_check(launches: Iterable[Launch], tools: Sequence[str] = TOOLS,
 def _run_tool(tool_path: str, tool: str, launches: list[Launch], allocations: Mapping[int, Allocation],
               time_limit_s: float) -> SanitizerRun:
     with tempfile.TemporaryDirectory(prefix="sanitize-") as scratch:
-        log = Path(scratch) / f"{tool}.log"
-        command = (tool_path, "--tool", tool, *TOOL_OPTIONS[tool], "--log-file", str(log))
+        watch = _Watch(tool_path, tool, Path(scratch))
         try:
-            note = _launch_watched(command, launches, time_limit_s)
+            note = _launch_watched(watch, launches, time_limit_s)
         except Exception as e:  # the tool or its worker failed: the cross-check says so, grading goes on
             note = f"the sanitizer's run failed: {type(e).__name__}: {e}"
-        text = log.read_text(errors="replace") if log.exists() else ""
+        finally:
+            watch.close()
+        text = "".join(log.read_text(errors="replace") for log in watch.logs if log.exists())
     findings = tuple(parse(text, tool, allocations))
     return SanitizerRun(tool, findings, error_count(text), note, text[:LOG_LIMIT])
 
 
-def _launch_watched(command: Sequence[str], launches: list[Launch], time_limit_s: float) -> str | None:
-    """Every launch in a GPU worker watched by ``command``; why it stopped early, if it did."""
+class _Watch:
+    """A GPU worker under the tool, a fresh one (with its own log) after a kernel crashed the last."""
+
+    def __init__(self, tool_path: str, tool: str, scratch: Path):
+        self.options = (tool_path, "--tool", tool, *TOOL_OPTIONS[tool])
+        self.tool = tool
+        self.scratch = scratch
+        self.logs: list[Path] = []
+        self.backend = None
+
+    def launch(self, launch: Launch) -> None:
+        if self.backend is None:
+            self.logs.append(self.scratch / f"{self.tool}-{len(self.logs)}.log")
+            self.backend = watched_gpu((*self.options, "--log-file", str(self.logs[-1])))
+        try:
+            self.backend.launch(launch)
+        except BackendError:  # a crash ends the worker, and the tool's report with it
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Let the worker exit, so that the tool writes the end of its report."""
+        if self.backend is not None:
+            self.backend.close()
+            self.backend = None
+
+
+def _launch_watched(watch: _Watch, launches: list[Launch], time_limit_s: float) -> str | None:
+    """Every launch under the tool; why it stopped early, if it did."""
     stopped = f"stopped after {time_limit_s:g} s (the kernel is slow or hangs under the sanitizer)"
-    backend = watched_gpu(command)
     deadline = time.monotonic() + time_limit_s
-    try:
-        for launch in launches:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return stopped
-            try:
-                backend.launch(replace(launch, time_limit_s=remaining))
-            except LaunchTimeout:
-                return stopped
-            except BackendError:  # a crash: the sanitizer has reported it; run the others
-                continue
-    finally:
-        backend.close()  # the watcher writes its report as the worker exits
+    for launch in launches:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return stopped
+        try:
+            watch.launch(replace(launch, time_limit_s=remaining))
+        except LaunchTimeout:
+            return stopped
+        except BackendError:  # a crash: the tool has reported it; run the others
+            continue
     return None
 
 

@@ -86,12 +86,9 @@ def parse(text: str, tool: str, allocations: Mapping[int, Allocation] | None = N
 
 
 def error_count(text: str) -> int | None:
-    """The sanitizer's own count from its summary line, when it printed one."""
-    for line in _lines(text):
-        match = _SUMMARY.match(line)
-        if match:
-            return int(match["count"])
-    return None
+    """The sanitizer's own count from its summary lines (one per run), when it printed any."""
+    counts = [int(match["count"]) for line in _lines(text) if (match := _SUMMARY.match(line))]
+    return sum(counts) if counts else None
 
 
 def collapse(findings: Sequence[Finding]) -> list[Finding]:

@@ -84,7 +84,11 @@ class WorkerBackend(Backend):
         return self._call("time", request, request.limit_s)
 
     def close(self) -> None:
-        """Ask the worker to exit and wait (a watcher writes its report then); kill it past ``stop_s``."""
+        """Ask the worker to exit and wait (a watcher writes its report then); kill it past ``stop_s``.
+
+        After a crash too: the worker answered, so it can exit on its own, and a watcher such as
+        compute-sanitizer finishes its report only when it does.
+        """
         if self._process is None:
             return
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
@@ -106,7 +110,7 @@ class WorkerBackend(Backend):
             self._stop()
             raise
         if _crashed(answer):
-            self._stop()  # a crash can spoil the backend for good (a lost CUDA context stays lost)
+            self.close()  # a crash can spoil the backend for good (a lost CUDA context stays lost)
         return _unpack(answer)
 
     def _ensure_started(self) -> None:

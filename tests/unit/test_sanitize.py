@@ -12,10 +12,12 @@ from autograder.rubric import Item
 from autograder.sanitizer_report import parse
 
 from .fake_backend import FakeBackend
-from .test_sanitizer_report import MEMCHECK
+from .test_sanitizer_report import MEMCHECK, RACECHECK_HAZARD
 
 ADD = "def vector_add(ctx, a, b, c, n):\n    c[:n] = a[:n] + b[:n]\n"
 HANG = "import time\ndef vector_add(ctx, a, b, c, n):\n    time.sleep(60)\n"
+CRASH = ("from autograder.backends.base import LaunchFailure\n"
+         "def vector_add(ctx, a, b, c, n):\n    raise LaunchFailure('an illegal memory access was encountered')\n")
 
 
 def _launch(n, source=ADD):
@@ -62,6 +64,13 @@ def test_each_tool_watches_a_worker_running_the_launches_and_its_log_is_parsed(t
     assert worker.command[0].endswith("compute-sanitizer") and worker.starts == 1 and worker._process is None
 
 
+def test_after_a_crash_the_next_launch_runs_under_a_fresh_watch_with_its_own_report(tmp_path, monkeypatch):
+    watched = _watched_fake(monkeypatch, tmp_path, MEMCHECK)
+    [run] = sanitize.cross_check([_launch(1000, CRASH), _launch(10)], tools=("memcheck",), time_limit_s=30)
+    assert len(watched) == 2 and all(worker._process is None for worker in watched)
+    assert run.errors == 6 and run.note is None  # both reports, each with its 3 errors
+
+
 def test_a_hanging_kernel_is_stopped_at_the_time_limit(tmp_path, monkeypatch):
     _watched_fake(monkeypatch, tmp_path, "")
     [run] = sanitize.cross_check([_launch(10, HANG)], tools=("racecheck",), time_limit_s=1)
@@ -96,3 +105,18 @@ def test_the_cross_check_joins_an_item_unscored():
     assert "vector_add.cu:5: thread (232,0,0) of block (3,0,0)" in checked.output
     assert "racecheck: stopped after 300 s" in checked.output
     assert checked.evidence["sanitizer"][0]["errors"] == 3
+
+
+def test_an_item_carries_only_the_cross_check_findings_of_its_own_check():
+    runs = [sanitize.SanitizerRun("memcheck", tuple(parse(MEMCHECK, "memcheck")), 3),
+            sanitize.SanitizerRun("racecheck", tuple(parse(RACECHECK_HAZARD, "racecheck")), 2)]
+    bounds = ItemResult(Item("vector_add", "bounds", "safety", 3.0, "bounds"), 0.0, "a finding")
+    barriers = ItemResult(Item("vector_add", "barriers", "safety", 2.0, "barriers"), 2.0, "ok")
+    checked = sanitize.with_cross_check(bounds, runs)
+    assert checked.score == 0.0 and "(not scored): 2 bounds finding(s)" in checked.output
+    assert "window_sum.cu" not in checked.output
+    assert [len(run["findings"]) for run in checked.evidence["sanitizer"]] == [2, 0]
+    checked = sanitize.with_cross_check(barriers, runs)
+    assert checked.score == 2.0 and "(not scored): 1 barriers finding(s)" in checked.output
+    assert "vector_add.cu" not in checked.output
+    assert [len(run["findings"]) for run in checked.evidence["sanitizer"]] == [0, 1]

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The backend contract on the GPU (run there from the repository root with `.whl` carried):
+# installs the carried wheels (building PyCUDA from its sdist when no wheel was carried; the
+# built wheel goes to $OUT: keep it in .whl/), then
+#   part 1: tests/gpu, and `grade --sanitize` of a planted missing guard, whose bounds item must
+#           carry compute-sanitizer's finding (its worker runs under compute-sanitizer);
+#   part 2: `selfcheck --backend gpu` over the whole course.
+# Usage: bash bench/device/contract.sh 1|2|all.  Logs go to $OUT.
+set -uo pipefail
+PY=/opt/torch/.venv/bin/python3
+OUT=${OUT:-/tmp/contract-out}
+SITE=/tmp/site
+PART=${1:-all}
+mkdir -p "$OUT" "$SITE"
+export PYTHONPATH="$PWD:$PWD/tests/gpu:$SITE" PYTHONUNBUFFERED=1
+section() { printf '\n=== %s (%s) ===\n' "$1" "$(date -u +%T)"; }
+
+section install
+"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl || exit 1
+if ! "$PY" -c "import pycuda.driver" 2>/dev/null; then
+    section "build PyCUDA"
+    rm -rf /tmp/pycuda-build && mkdir -p /tmp/pycuda-build
+    tar xzf .whl/pycuda-*.tar.gz -C /tmp/pycuda-build
+    (cd /tmp/pycuda-build/pycuda-* && CUDA_ROOT=/usr/local/cuda \
+        "$PY" -m pip wheel --no-build-isolation --no-deps -w "$OUT" .) >"$OUT/pycuda-build.log" 2>&1 \
+        || { tail -40 "$OUT/pycuda-build.log"; exit 1; }
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$OUT"/pycuda-*.whl || exit 1
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+
+if [ "$PART" = 1 ] || [ "$PART" = all ]; then
+    section "tests/gpu"
+    timeout "${TESTS_S:-200}" "$PY" -m pytest -p no:cacheprovider -q -rs tests/gpu 2>&1 | tee "$OUT/pytest-gpu.log" | tail -15
+
+    section "grade --sanitize: vector_add without its guard"
+    mkdir -p /tmp/unguarded
+    sed 's/if (i < n) c\[i\]/c[i]/' reference/vector_add.cu > /tmp/unguarded/vector_add.cu
+    grep -q 'if (i < n) c\[i\]' /tmp/unguarded/vector_add.cu && echo "the planted bug did not apply"
+    timeout "${SANITIZE_S:-150}" "$PY" -m autograder grade /tmp/unguarded --assignment vector_add --backend gpu \
+        --sanitize --seed 7 --results "$OUT/sanitize-results.json" --report "$OUT/sanitize-report" 2>&1 | tail -3
+    "$PY" - "$OUT/sanitize-results.json" <<'PYEND'
+import json, sys
+for test in json.load(open(sys.argv[1]))["tests"]:
+    if test["name"].endswith(("bounds (safety)", "barriers (safety)")):
+        print(f"--- {test['name']}: {test['score']} / {test['max_score']}\n{test['output']}")
+PYEND
+fi
+
+if [ "$PART" = 2 ] || [ "$PART" = all ]; then
+    section "selfcheck --backend gpu"
+    timeout "${SELFCHECK_S:-300}" "$PY" -m autograder selfcheck --backend gpu 2>&1 | tee "$OUT/selfcheck.log" \
+        | grep -E '^(ok|FAIL)|not run' | tail -25
+    echo "selfcheck exit ${PIPESTATUS[0]}"
+fi
+section done
