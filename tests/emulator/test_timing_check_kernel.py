@@ -1,7 +1,7 @@
 """The GPU timing protocol's output check (``gpu_timing.count_mismatches``), run on the emulator.
 
 It decides, on the device, whether a timed launch's outputs match the reference kernel's;
-the same rules as ``checks.compare_output``: NaN never matches, an infinity only itself,
+the same rules as ``compare.compare_output``: NaN never matches, an infinity only itself,
 floats within the tolerance, integers exactly (the caller passes atol = rtol = 0 for them)."""
 
 import numpy as np

@@ -33,7 +33,7 @@ def test_bad_expressions_name_themselves(expression, words):
     assert words in str(error.value) and repr(expression) in str(error.value)
 
 
-def test_load_course_finds_every_spec(tmp_path):
+def test_load_specs_finds_every_spec(tmp_path):
     write_spec(tmp_path, "b", GOOD.format(name="b"))
     write_spec(tmp_path, "a", GOOD.format(name="a"))
     (tmp_path / "assignments" / "notes").mkdir()
