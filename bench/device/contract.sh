@@ -7,26 +7,9 @@
 #   part 2: `selfcheck --backend gpu` over the whole course.
 # Usage: bash bench/device/contract.sh 1|2|all.  Logs go to $OUT.
 set -uo pipefail
-PY=/opt/torch/.venv/bin/python3
 OUT=${OUT:-/tmp/contract-out}
-SITE=/tmp/site
 PART=${1:-all}
-mkdir -p "$OUT" "$SITE"
-export PYTHONPATH="$PWD:$PWD/tests/gpu:$SITE" PYTHONUNBUFFERED=1
-section() { printf '\n=== %s (%s) ===\n' "$1" "$(date -u +%T)"; }
-
-section install
-"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl || exit 1
-if ! "$PY" -c "import pycuda.driver" 2>/dev/null; then
-    section "build PyCUDA"
-    rm -rf /tmp/pycuda-build && mkdir -p /tmp/pycuda-build
-    tar xzf .whl/pycuda-*.tar.gz -C /tmp/pycuda-build
-    (cd /tmp/pycuda-build/pycuda-* && CUDA_ROOT=/usr/local/cuda \
-        "$PY" -m pip wheel --no-build-isolation --no-deps -w "$OUT" .) >"$OUT/pycuda-build.log" 2>&1 \
-        || { tail -40 "$OUT/pycuda-build.log"; exit 1; }
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$OUT"/pycuda-*.whl || exit 1
-fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+source bench/device/setup.sh
 
 if [ "$PART" = 1 ] || [ "$PART" = all ]; then
     section "tests/gpu"

@@ -4,15 +4,8 @@
 # submissions and 5-grading stability run (bench/perf_bench.py part c), then `selfcheck --backend gpu`
 # over the whole course. Each step has its own time limit; logs go to $OUT.
 set -uo pipefail
-PY=/opt/torch/.venv/bin/python3
 OUT=${OUT:-/tmp/final-out}
-mkdir -p "$OUT"
-export PYTHONPATH="$PWD:$PWD/tests/gpu:/tmp/site" PYTHONUNBUFFERED=1
-section() { printf '\n=== %s (%s) ===\n' "$1" "$(date -u +%T)"; }
-
-section install
-"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+source bench/device/setup.sh
 
 section "tests/gpu"
 timeout "${TESTS_S:-75}" "$PY" -m pytest -p no:cacheprovider -q tests/gpu 2>&1 | tee "$OUT/pytest-gpu.log" | tail -15
