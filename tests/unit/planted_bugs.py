@@ -1,7 +1,7 @@
 # ruff: noqa: E501 - the mutant table quotes source lines whole
 """Plant one bug at a time in a copy of the tree; the unit tests must fail on each.
 
-Run ``python3 tests/unit/planted_bugs.py`` (about 2 minutes): it copies the checkout to a
+Run ``python3 tests/unit/planted_bugs.py`` (a few minutes): it copies the checkout to a
 temporary folder (the checkout itself is never touched), applies each mutant below, runs
 ``pytest -x tests/unit`` there and prints which test caught it. Not collected by pytest.
 """
@@ -25,17 +25,17 @@ MUTANTS = [
     ("cases: seed ignores the case index", "autograder/cases.py", 'f"{secret}/{assignment}/{group}/{index}/{launch}"', 'f"{secret}/{assignment}/{group}/{launch}"'),
     ("checks: no gating", "autograder/checks.py", "    wrong = [o for o in outcomes if not o.correct]\n    if not wrong:", "    wrong = []\n    if not wrong:"),
     ("checks: correctness all or nothing", "autograder/checks.py", "score = item.points * passed / len(outcomes) if outcomes else 0.0", "score = item.points * (passed == len(outcomes))"),
-    ("checks: unwritten not counted", "autograder/checks.py", "    never = unwritten(got_raw.dtype, got_raw)\n", "    never = np.zeros(got_raw.shape, bool)\n"),
-    ("checks: modified input ignored", "autograder/checks.py", "and not self.inputs_modified and", "and"),
-    ("checks: flat index only", "autograder/checks.py", "if math.prod(shape) == got.size and len(shape) > 1", "if False"),
+    ("compare: unwritten not counted", "autograder/compare.py", "    never = unwritten(got_raw.dtype, got_raw)\n", "    never = np.zeros(got_raw.shape, bool)\n"),
+    ("compare: modified input ignored", "autograder/compare.py", "and not self.inputs_modified and", "and"),
+    ("compare: flat index only", "autograder/compare.py", "if math.prod(shape) == got.size and len(shape) > 1", "if False"),
     ("checks: GPU findings ignored", "autograder/checks.py", "        outcomes = outcomes + runs.outcomes(\"grading\", item.cases)\n", "        pass\n"),
-    ("checks: unfinished launch counts as correct", "autograder/checks.py", "unfinished = any(f.check == \"correctness\" for f in self.findings)", "unfinished = False"),
-    ("worker: no restart after a death", "autograder/backends/worker.py", "if self._process is not None and self._process.is_alive():", "if self._process is not None:"),
+    ("compare: unfinished launch counts as correct", "autograder/compare.py", "unfinished = any(f.check == \"correctness\" for f in self.findings)", "unfinished = False"),
+    ("worker: no restart after a death", "autograder/backends/worker.py", "if self._process is not None and self._process.poll() is None:", "if self._process is not None:"),
     ("worker: compile log lost", "autograder/backends/worker.py", "raise CompileError(log if log is not None else message)", "raise CompileError(message)"),
     ("worker: timeout reported as failure", "autograder/backends/worker.py", "    return LaunchTimeout(", "    return LaunchFailure("),
     ("pipeline: grader bug crashes the run", "autograder/pipeline.py", "        except Exception as e:  # a grader bug: fail this case, grade the rest\n            return _fault(", "        except ZeroDivisionError as e:\n            raise\n        except Exception as e:\n            return _fault("),
-    ("pipeline: no compile gate", "autograder/pipeline.py", "        problem = _compile_problem(backends.grading, spec, source, items)", "        problem = None"),
-    ("pipeline: unsupported not flagged", "autograder/pipeline.py", "            return _fault(outcome, str(e))\n        except BackendError", "            return _replace(outcome, error=str(e))\n        except BackendError"),
+    ("pipeline: no compile gate", "autograder/pipeline.py", "        problem, regrade = _compile_problem(backends.grading, spec, source, items)", "        problem, regrade = None, False"),
+    ("pipeline: unsupported not flagged", "autograder/pipeline.py", "            return _fault(outcome, str(e))\n        except BackendError", "            return replace(outcome, error=str(e))\n        except BackendError"),
     ("results: tags lack the check", "autograder/results.py", "tags = [item.assignment, item.check]", "tags = [item.assignment]"),
     ("results: number off by one", "autograder/results.py", 'return f"{assignment}.{rubric.assignments[item.assignment].index(item) + 1}"', 'return f"{assignment}.{rubric.assignments[item.assignment].index(item)}"'),
     ("results: fallback drops items", "autograder/results.py", "items = rubric.items if rubric is not None else ()", "items = ()"),
@@ -48,10 +48,22 @@ MUTANTS = [
     ("policy: a digit separator opens a character literal", "autograder/policy.py", r"""|(?P<word>[A-Za-z_]\w*|\.?\d(?:[eEpP][+-]|'\w|[\w.])*)""", '|(?P<word>[A-Za-z_]\\w*)'),
     ("policy: a comment is blanked, not one space", "autograder/policy.py", '        return " "\n', '        return re.sub(r"[^\\n]", " ", match.group(0))\n'),
     ("policy: symbolic links followed", "autograder/policy.py", "    if path.is_symlink():", "    if False:"),
-    ("checks: an infinite reference within any tolerance", "autograder/checks.py", "np.where(np.isfinite(expected), error <= atol + rtol * np.abs(expected), got == expected)", "error <= atol + rtol * np.abs(expected)"),
-    ("checks: integer outputs within a float tolerance", "autograder/checks.py", "        rtol = atol = 0.0\n", "        pass\n"),
+    ("compare: an infinite reference within any tolerance", "autograder/compare.py", "np.where(np.isfinite(expected), error <= atol + rtol * np.abs(expected), got == expected)", "error <= atol + rtol * np.abs(expected)"),
+    ("compare: integer outputs within a float tolerance", "autograder/compare.py", "        rtol = atol = 0.0\n", "        pass\n"),
     ("cases: a reference may leave out an output", "autograder/cases.py", "    if missing or unknown:", "    if unknown:"),
     ("cli: SIGTERM kills the grader before results.json", "autograder/cli.py", "    signal.signal(signal.SIGTERM, raise_terminated)\n", ""),
+    ("rubric: unknown metric accepted", "autograder/rubric.py", 'metric = self.choice(entries["metric"], f"{check} metric", METRICS[check])', 'metric = str(self.scalar(entries["metric"]))'),
+    ("checks: time scored on a backend that measures none", "autograder/checks.py", '    if not runs.capabilities("grading").measures_time:\n', "    if False:\n"),
+    ("checks: grading backend's findings ignored when apart", "autograder/checks.py", '    if not runs.same_backend("grading", "safety"):\n', '    if runs.same_backend("grading", "safety"):\n'),
+    ("pipeline: every role on the same backend", "autograder/pipeline.py", "        return self.roles[role][0] is self.roles[other][0]\n", "        return True\n"),
+    ("cases: group seeds ignore the input set", "autograder/cases.py", "case_seed(secret, spec.name, group, index, input_set))", "case_seed(secret, spec.name, group, index))"),
+    ("cases: prepare_group ignores the input set", "autograder/cases.py", "for ref in group_cases(spec, group, secret, input_set))", "for ref in group_cases(spec, group, secret))"),
+    ("cases: prepare_group draws a timing input set by default", "autograder/cases.py", "input_set: int = 0) -> Iterator[Prepared]:", "input_set: int = 1) -> Iterator[Prepared]:"),
+    ("cases: timing reuses the grading inputs", "autograder/cases.py", "for k in range(1, input_sets + 1)]", "for k in range(input_sets)]"),
+    ("worker: a stop spares the worker's process group", "autograder/backends/worker.py", "                os.killpg(self._process.pid, signal.SIGKILL)", "                self._process.kill()"),
+    ("sanitize: the cross-check changes the score", "autograder/sanitize.py", "    return replace(result, output=", "    return replace(result, score=result.score * (not findings), output="),
+    ("sanitize: the cross-check adds other checks' findings", "autograder/sanitize.py", "    findings = [f for run in runs for f in run.findings if f.check == check]", "    findings = [f for run in runs for f in run.findings]"),
+    ("sanitize: the evidence keeps other checks' findings", "autograder/sanitize.py", '"findings": [asdict(f) for f in run.findings if f.check == check]}', '"findings": [asdict(f) for f in run.findings]}'),
     ("run_autograder: no fallback", "run_autograder", 'if [ ! -s "$results" ]; then', 'if false; then'),
 ]
 

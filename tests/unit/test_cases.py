@@ -4,7 +4,16 @@ import numpy as np
 import pytest
 
 from autograder.backends.base import Buffer, Scalar
-from autograder.cases import GroupCase, case_seed, make_inputs, prepare, reference_outputs, sentinel
+from autograder.cases import (
+    GroupCase,
+    case_seed,
+    group_cases,
+    make_inputs,
+    prepare,
+    prepare_group,
+    reference_outputs,
+    sentinel,
+)
 from autograder.spec import Array, Spec, SpecError
 from autograder.spec import Scalar as ScalarSpec
 
@@ -28,6 +37,19 @@ def test_seeds_differ_by_secret_and_case_and_repeat_exactly():
     }
     assert len(seeds) == 16
     assert case_seed(7, "mix", "aligned", 0) == case_seed(7, "mix", "aligned", 0)
+
+
+def test_a_group_draws_the_input_set_asked_for_and_grading_draws_set_0():
+    spec = dataclasses.replace(SPEC, cases={"g": (CASE, {"n": 10, "T": 64})})
+    for input_set in (0, 2):
+        prepared = list(prepare_group(spec, "src", "g", 7, 20, input_set))
+        seeds = [case_seed(7, "mix", "g", index, input_set) for index in (0, 1)]
+        assert [p.ref.seed for p in prepared] == seeds
+        assert [r.seed for r in group_cases(spec, "g", 7, input_set)] == seeds
+        assert np.array_equal(prepared[1].inputs["x"], make_inputs(spec, {"n": 10, "T": 64}, seeds[1])["x"])
+    grading = [case_seed(7, "mix", "g", index, 0) for index in (0, 1)]
+    assert [p.ref.seed for p in prepare_group(spec, "src", "g", 7, 20)] == grading
+    assert [r.seed for r in group_cases(spec, "g", 7)] == grading
 
 
 def test_default_inputs_are_never_zero_and_signed():

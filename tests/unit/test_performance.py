@@ -20,7 +20,7 @@ from autograder.backends.base import (
     TimingRequest,
 )
 from autograder.backends.base import Scalar as ScalarArg
-from autograder.cases import timing_requests
+from autograder.cases import prepare_group, timing_requests
 from autograder.compare import CaseOutcome
 from autograder.rubric import Item
 from autograder.spec import Array, Scalar, Spec, load_specs
@@ -161,6 +161,8 @@ def test_timing_requests_rotate_fresh_input_sets_of_each_perf_case():
     assert [r.case for r in requests] == [{"n": 1000, "T": 256}, {"n": 999, "T": 128}]
     a = [launch.args[0].data for launch in requests[0].student]
     assert len(a) == 3 and not np.array_equal(a[0], a[1]) and a[0].size == 1000
+    graded = next(prepare_group(small, source, "perf", 7, 5.0)).launch.args[0].data  # input set 0
+    assert not any(np.array_equal(graded, timed) for timed in a)  # timing never replays grading's inputs
     assert requests[1].reference.defines == requests[1].student[0].program.defines
 
 

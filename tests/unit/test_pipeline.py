@@ -1,10 +1,11 @@
+import dataclasses
 import json
 
 import pytest
 
 from autograder import pipeline, sanitize
 from autograder.backends import Backends
-from autograder.backends.base import Capabilities, LaunchFailure, Unsupported
+from autograder.backends.base import Capabilities, Finding, LaunchFailure, Unsupported
 from autograder.model import read_course
 from autograder.report import write_report
 from autograder.results import build_results, fallback_results
@@ -92,6 +93,28 @@ def test_missing_last_block_fails_ragged_and_gates_safety(course, backends, subm
 def test_traffic_ratio(course, backends, submit):
     graded = grade(course, backends, submit(vec=TWICE_THE_LOADS))
     assert scores(graded)["vec traffic (safety)"] == pytest.approx(0.5)
+
+
+class Canaries(FakeBackend):
+    """A grading backend apart from the safety one (a GPU) whose canary zones report a write."""
+
+    def launch(self, launch):
+        result = super().launch(launch)
+        return dataclasses.replace(result, findings=[*result.findings, CANARY])
+
+
+CANARY = Finding("out_of_bounds_write", "vec.cu: the canary zone after c was written")
+
+
+def test_the_grading_backends_own_findings_count_when_it_is_not_the_safety_backend(course, backends):
+    apart = Backends(grading=Canaries("gpu", Capabilities()), safety=FakeBackend())
+    graded = grade(course, apart, course.root / "reference")
+    bounds = next(r for r in graded.items if r.item.check == "bounds")
+    assert bounds.score == 0 and "the canary zone after c was written" in bounds.output
+    assert sorted(case["backend"] for case in bounds.evidence["cases"]) == ["emulator"] * 2 + ["gpu"] * 2
+    alone = grade(course, backends, course.root / "reference")
+    bounds = next(r for r in alone.items if r.item.check == "bounds")
+    assert bounds.passed and len(bounds.evidence["cases"]) == 2  # one backend: its cases once, not twice
 
 
 def test_modified_input_is_reported(course, backends, submit):

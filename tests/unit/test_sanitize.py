@@ -17,7 +17,8 @@ from .test_sanitizer_report import MEMCHECK, RACECHECK_HAZARD
 ADD = "def vector_add(ctx, a, b, c, n):\n    c[:n] = a[:n] + b[:n]\n"
 HANG = "import time\ndef vector_add(ctx, a, b, c, n):\n    time.sleep(60)\n"
 CRASH = ("from autograder.backends.base import LaunchFailure\n"
-         "def vector_add(ctx, a, b, c, n):\n    raise LaunchFailure('an illegal memory access was encountered')\n")
+         "def vector_add(ctx, a, b, c, n):\n"
+         "    raise LaunchFailure('an illegal memory access was encountered')\n")
 
 
 def _launch(n, source=ADD):

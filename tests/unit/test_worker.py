@@ -1,5 +1,8 @@
+import contextlib
+import os
 import signal
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -53,6 +56,41 @@ def test_a_hung_kernel_is_killed_at_its_limit_and_the_worker_restarts(worker):
     assert time.monotonic() - started < 5
     assert worker.launch(launch(ADD)).outputs["x"][0] == 2
     assert worker.starts == 2
+
+
+SPAWN_AND_HANG = (
+    "import subprocess, sys, time\n"
+    "def k(ctx, x, n):\n"
+    "    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+    "    with open(PID_FILE, 'w') as f:\n        f.write(str(child.pid))\n"
+    "    while True:\n        time.sleep(0.01)\n"
+)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie that nobody reaped is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in "ZX"
+
+
+def test_a_timeout_kills_the_workers_whole_process_group(worker, tmp_path):
+    # a watcher (compute-sanitizer) or anything the kernel started must not outlive the call
+    pid_file = tmp_path / "pid"
+    source = f"PID_FILE = {str(pid_file)!r}\n" + SPAWN_AND_HANG
+    with pytest.raises(LaunchTimeout):
+        worker.launch(launch(source, limit_s=2.0))
+    child = int(pid_file.read_text())
+    try:
+        deadline = time.monotonic() + 5
+        while _running(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(child)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
 
 
 @pytest.mark.parametrize(("source", "how"), [(EXIT, "exit code 3"), (SEGFAULT, "signal SIGSEGV")])
