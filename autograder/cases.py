@@ -131,8 +131,10 @@ class GroupCase:
 
 def group_cases(spec: Spec, group: str, secret: int, input_set: int = 0) -> list[GroupCase]:
     """The cases of ``group`` with their seeds for the run with ``secret`` (grading: input set 0)."""
-    return [GroupCase(group, index, case, case_seed(secret, spec.name, group, index, input_set))
-            for index, case in enumerate(spec.cases[group])]
+    return [
+        GroupCase(group, index, case, case_seed(secret, spec.name, group, index, input_set))
+        for index, case in enumerate(spec.cases[group])
+    ]
 
 
 def find_case(spec: Spec, case: Case, secret: int) -> GroupCase:
@@ -144,8 +146,9 @@ def find_case(spec: Spec, case: Case, secret: int) -> GroupCase:
     return GroupCase("custom", 0, case, case_seed(secret, spec.name, "custom", 0))
 
 
-def prepare_group(spec: Spec, source: str, group: str, secret: int, time_limit_s: float,
-                  input_set: int = 0) -> Iterator[Prepared]:
+def prepare_group(
+    spec: Spec, source: str, group: str, secret: int, time_limit_s: float, input_set: int = 0
+) -> Iterator[Prepared]:
     """Every case of ``group`` in order, as the grading run with ``secret`` runs it.
 
     Lazy: a case's arrays are made when it is reached, so one big case is in memory at a time.
@@ -153,16 +156,26 @@ def prepare_group(spec: Spec, source: str, group: str, secret: int, time_limit_s
     return (prepare(spec, source, ref, time_limit_s) for ref in group_cases(spec, group, secret, input_set))
 
 
-def timing_requests(spec: Spec, sources: dict[str, str], group: str, secret: int, time_limit_s: float,
-                    input_sets: int = TIMING_INPUT_SETS) -> Iterator[TimingRequest]:
+def timing_requests(
+    spec: Spec,
+    sources: dict[str, str],
+    group: str,
+    secret: int,
+    time_limit_s: float,
+    input_sets: int = TIMING_INPUT_SETS,
+) -> Iterator[TimingRequest]:
     """One request per case of ``group``: the student's launches on ``input_sets`` fresh input sets."""
-    sets = [prepare_group(spec, sources["student"], group, secret, time_limit_s, k)
-            for k in range(1, input_sets + 1)]
+    sets = [
+        prepare_group(spec, sources["student"], group, secret, time_limit_s, k)
+        for k in range(1, input_sets + 1)
+    ]
     for prepared in zip(*sets, strict=True):
         case = prepared[0].ref.case
         yield TimingRequest(
-            student=tuple(p.launch for p in prepared), reference=program(spec, sources["reference"], case),
-            case=dict(case), rtol=float(evaluate(spec.tolerance.rtol, case)),
+            student=tuple(p.launch for p in prepared),
+            reference=program(spec, sources["reference"], case),
+            case=dict(case),
+            rtol=float(evaluate(spec.tolerance.rtol, case)),
             atol=float(evaluate(spec.tolerance.atol, case)),
         )
 
@@ -227,6 +240,7 @@ def _check_reference_names(spec: Spec, outputs: dict) -> None:
     if missing or unknown:
         raise SpecError(
             f"{spec.name}: the numpy reference must return every output array by name; it returns "
-            f"{sorted(outputs)}" + "".join(f", not output {n}" for n in missing)
+            f"{sorted(outputs)}"
+            + "".join(f", not output {n}" for n in missing)
             + "".join(f", and {n!r}, which is no output array" for n in unknown)
         )

@@ -105,8 +105,9 @@ def performance_check(item: Item, runs: Runs) -> ItemResult:
         return traffic(item, runs)
     if not runs.capabilities("grading").measures_time:
         evidence = performance.not_run(item.metric, "needs a GPU")
-        return ItemResult(item, 0.0, evidence.message, {"ratio": evidence.to_dict()}, regrade=True,
-                          not_run="needs a GPU")
+        return ItemResult(
+            item, 0.0, evidence.message, {"ratio": evidence.to_dict()}, regrade=True, not_run="needs a GPU"
+        )
     outcomes = runs.outcomes("grading", item.cases)
     gate = _gate(item, outcomes)
     if gate:
@@ -115,8 +116,14 @@ def performance_check(item: Item, runs: Runs) -> ItemResult:
         evidence = performance.score_timings(runs.timings(item.cases), item.full_at, item.zero_at)
     except BackendError as e:
         return _result(item, 0.0, [f"timing failed: {e}"], outcomes)
-    return _result(item, item.points * evidence.fraction, [evidence.message], outcomes,
-                   regrade=evidence.below_floor, ratio=evidence)
+    return _result(
+        item,
+        item.points * evidence.fraction,
+        [evidence.message],
+        outcomes,
+        regrade=evidence.below_floor,
+        ratio=evidence,
+    )
 
 
 SCORERS: dict[str, Callable[[Item, Runs], ItemResult]] = dict(
@@ -139,8 +146,14 @@ def _gate(item: Item, outcomes: list[CaseOutcome], findings: list[Finding] = ())
     return _result(item, 0.0, lines, outcomes)
 
 
-def _result(item: Item, score: float, lines: list[str], outcomes: list[CaseOutcome], regrade: bool = False,
-            ratio: performance.PerformanceEvidence | None = None) -> ItemResult:
+def _result(
+    item: Item,
+    score: float,
+    lines: list[str],
+    outcomes: list[CaseOutcome],
+    regrade: bool = False,
+    ratio: performance.PerformanceEvidence | None = None,
+) -> ItemResult:
     if any(o.grader_fault for o in outcomes):
         regrade = True
         lines = [*lines, "a grader fault hit this item: it is flagged for regrading"]

@@ -20,9 +20,14 @@ def class_rows(reports: list[Path]) -> tuple[list[str], list[dict]]:
     rows = []
     for path in reports:
         data = read_report(path)
-        row = {"report": str(path), "submission": data["submission"], "backend": data["backend"],
-               "score": data["score"], "max_score": data["max_score"],
-               "regrade": "; ".join(i["name"] for i in data["items"] if i["regrade"])}
+        row = {
+            "report": str(path),
+            "submission": data["submission"],
+            "backend": data["backend"],
+            "score": data["score"],
+            "max_score": data["max_score"],
+            "regrade": "; ".join(i["name"] for i in data["items"] if i["regrade"]),
+        }
         for item in data["items"]:
             if item["name"] not in columns:
                 columns.append(item["name"])

@@ -34,12 +34,18 @@ def default_course_root() -> Path:
 def course_options(command):
     """``--course`` and ``--backend``, shared by every command."""
     command = click.option(
-        "--backend", type=click.Choice(NAMES), default=None,
+        "--backend",
+        type=click.Choice(NAMES),
+        default=None,
         help="Where kernels run (default: the rubric's `backend`, normally auto = GPU if PyCUDA finds one).",
     )(command)
     return click.option(
-        "--course", "course_root", type=click.Path(file_okay=False, path_type=Path), default=None,
-        envvar="AUTOGRADER_COURSE", show_envvar=True,
+        "--course",
+        "course_root",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        envvar="AUTOGRADER_COURSE",
+        show_envvar=True,
         help="Course root holding assignments/, rubric.yaml, reference/ (default: ./, the checkout, "
         "or /autograder/source).",
     )(command)
@@ -54,20 +60,44 @@ def main():
 @main.command()
 @click.argument("submission", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @course_options
-@click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The rubric (default: COURSE/rubric.yaml).")
-@click.option("--results", "results_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("results.json"), show_default=True, help="Where to write results.json.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the TA report to REPORT.md and REPORT.json.")
+@click.option(
+    "--rubric",
+    "rubric_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The rubric (default: COURSE/rubric.yaml).",
+)
+@click.option(
+    "--results",
+    "results_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("results.json"),
+    show_default=True,
+    help="Where to write results.json.",
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the TA report to REPORT.md and REPORT.json.",
+)
 @click.option("--seed", type=int, default=None, help="Secret seed of the inputs (default: fresh each run).")
-@click.option("--assignment", "assignments", multiple=True,
-              help="Grade this assignment (repeatable; default: those whose .cu is in SUBMISSION).")
-@click.option("--sanitize", is_flag=True,
-              help="GPU only: also run the bounds and barriers items' cases under compute-sanitizer "
-              "(a cross-check, unscored).")
-def grade(submission, course_root, backend, rubric_path, results_path, report_path, seed, assignments,
-          sanitize):
+@click.option(
+    "--assignment",
+    "assignments",
+    multiple=True,
+    help="Grade this assignment (repeatable; default: those whose .cu is in SUBMISSION).",
+)
+@click.option(
+    "--sanitize",
+    is_flag=True,
+    help="GPU only: also run the bounds and barriers items' cases under compute-sanitizer "
+    "(a cross-check, unscored).",
+)
+def grade(
+    submission, course_root, backend, rubric_path, results_path, report_path, seed, assignments, sanitize
+):
     """Grade SUBMISSION (a directory of <assignment>.cu files) into results.json.
 
     A results.json is written whatever happens; if the grader itself fails, every item
@@ -102,8 +132,10 @@ class Terminated(BaseException):
 
 
 def raise_terminated(signum, frame):
-    raise Terminated(f"the grader was stopped by {signal.Signals(signum).name} "
-                     "(the autograder's time limit on Gradescope?)")
+    raise Terminated(
+        f"the grader was stopped by {signal.Signals(signum).name} "
+        "(the autograder's time limit on Gradescope?)"
+    )
 
 
 def optional(what: str, step, *args) -> None:
@@ -141,10 +173,16 @@ def progress_printer():
 
 
 @main.command()
-@click.argument("reports", nargs=-1, required=True,
-                type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write the table as CSV.")
+@click.argument(
+    "reports", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the table as CSV.",
+)
 def table(reports, csv_path):
     """The class table from TA reports (REPORT.json files): one row per submission, one column per item."""
     try:
@@ -224,13 +262,28 @@ def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: li
 @main.command()
 @click.argument("submission", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--assignment", required=True, help="The assignment whose kernel to profile.")
-@click.option("--case", "case_text", default=None,
-              help="Case parameters as k=v,k=v (default: the first case of the `safety` group).")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Secret seed: a TA report's seed replays that grading's inputs for a graded case.")
+@click.option(
+    "--case",
+    "case_text",
+    default=None,
+    help="Case parameters as k=v,k=v (default: the first case of the `safety` group).",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Secret seed: a TA report's seed replays that grading's inputs for a graded case.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-@click.option("--course", "course_root", type=click.Path(file_okay=False, path_type=Path), default=None,
-              envvar="AUTOGRADER_COURSE", help="Course root (default as for `grade`).")
+@click.option(
+    "--course",
+    "course_root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    envvar="AUTOGRADER_COURSE",
+    help="Course root (default as for `grade`).",
+)
 def profile(submission, assignment, case_text, seed, as_json, course_root):
     """Run one case of SUBMISSION on the emulator; print counters by source line and findings."""
     course = course_or_usage_error(course_root)

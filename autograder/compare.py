@@ -60,8 +60,11 @@ class CaseOutcome:
     @property
     def correct(self) -> bool:
         unfinished = any(f.check == "correctness" for f in self.findings)
-        return self.error is None and not unfinished and not self.inputs_modified and all(
-            o.ok for o in self.outputs
+        return (
+            self.error is None
+            and not unfinished
+            and not self.inputs_modified
+            and all(o.ok for o in self.outputs)
         )
 
     def label(self) -> str:
@@ -71,24 +74,35 @@ class CaseOutcome:
 def judged(outcome: CaseOutcome, spec: Spec, prepared: Prepared, result: LaunchResult) -> CaseOutcome:
     """``outcome`` with a completed launch's result compared against the numpy reference."""
     outputs, modified = compare_outputs(spec, prepared, result)
-    return replace(outcome, outputs=outputs, inputs_modified=modified, findings=tuple(result.findings),
-                   counters=result.counters, elapsed_ms=result.elapsed_ms, stdout=result.stdout)
+    return replace(
+        outcome,
+        outputs=outputs,
+        inputs_modified=modified,
+        findings=tuple(result.findings),
+        counters=result.counters,
+        elapsed_ms=result.elapsed_ms,
+        stdout=result.stdout,
+    )
 
 
-def compare_outputs(spec: Spec, prepared: Prepared,
-                    result: LaunchResult) -> tuple[tuple[OutputComparison, ...], tuple[str, ...]]:
+def compare_outputs(
+    spec: Spec, prepared: Prepared, result: LaunchResult
+) -> tuple[tuple[OutputComparison, ...], tuple[str, ...]]:
     """Every output against the spec's float64 reference, and the inputs the kernel modified."""
     case = prepared.ref.case
     expected = reference_outputs(spec, case, prepared.inputs)
     rtol = float(evaluate(spec.tolerance.rtol, case))
     atol = float(evaluate(spec.tolerance.atol, case))
     outputs = tuple(
-        compare_output(array.name, result.outputs[array.name], expected[array.name], array_shape(array, case),
-                       rtol, atol)
-        for array in arrays(spec) if array.name in expected
+        compare_output(
+            array.name, result.outputs[array.name], expected[array.name], array_shape(array, case), rtol, atol
+        )
+        for array in arrays(spec)
+        if array.name in expected
     )
     modified = tuple(
-        name for name, before in prepared.inputs.items()
+        name
+        for name, before in prepared.inputs.items()
         if name not in expected
         and not np.array_equal(result.outputs[name], before, equal_nan=before.dtype.kind in "fc")
     )
@@ -117,17 +131,29 @@ def compare_output(
         return comparison
     first = int(np.argmax(wrong))
     where = np.unravel_index(first, shape) if math.prod(shape) == got.size and len(shape) > 1 else (first,)
-    return replace(comparison, first_wrong=f"{name}[{', '.join(map(str, where))}]",
-                   got=float(got[first]), expected=float(expected[first]))
+    return replace(
+        comparison,
+        first_wrong=f"{name}[{', '.join(map(str, where))}]",
+        got=float(got[first]),
+        expected=float(expected[first]),
+    )
 
 
 def outcome_record(o: CaseOutcome) -> dict:
     """Everything about one case for the TA report (JSON-ready)."""
     return {
-        "group": o.group, "index": o.index, "params": o.params, "seed": o.seed, "backend": o.backend,
-        "correct": o.correct, "error": o.error, "grader_fault": o.grader_fault,
-        "outputs": [asdict(c) for c in o.outputs], "inputs_modified": list(o.inputs_modified),
-        "findings": [asdict(f) for f in o.findings], "elapsed_ms": o.elapsed_ms,
+        "group": o.group,
+        "index": o.index,
+        "params": o.params,
+        "seed": o.seed,
+        "backend": o.backend,
+        "correct": o.correct,
+        "error": o.error,
+        "grader_fault": o.grader_fault,
+        "outputs": [asdict(c) for c in o.outputs],
+        "inputs_modified": list(o.inputs_modified),
+        "findings": [asdict(f) for f in o.findings],
+        "elapsed_ms": o.elapsed_ms,
         "counters": dict(o.counters.totals) if o.counters else None,
         "stdout": o.stdout[:MAX_REPORTED_STDOUT],
     }

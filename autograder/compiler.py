@@ -48,10 +48,18 @@ _FLOATS = """#define FLT_MAX 3.402823466e+38F
 """
 _BUILT_IN = "/* NVRTC provides this in device code already */\n"
 STANDARD_HEADERS: dict[str, str] = {
-    "cstdio": _BUILT_IN, "stdio.h": _BUILT_IN, "cmath": _BUILT_IN, "math.h": _BUILT_IN,
-    "cassert": _BUILT_IN, "assert.h": _BUILT_IN,
-    "cstdint": _INTS, "stdint.h": _INTS, "climits": _LIMITS, "limits.h": _LIMITS,
-    "cfloat": _FLOATS, "float.h": _FLOATS,
+    "cstdio": _BUILT_IN,
+    "stdio.h": _BUILT_IN,
+    "cmath": _BUILT_IN,
+    "math.h": _BUILT_IN,
+    "cassert": _BUILT_IN,
+    "assert.h": _BUILT_IN,
+    "cstdint": _INTS,
+    "stdint.h": _INTS,
+    "climits": _LIMITS,
+    "limits.h": _LIMITS,
+    "cfloat": _FLOATS,
+    "float.h": _FLOATS,
 }
 
 
@@ -110,8 +118,11 @@ def _compile(program: Program, arch: str) -> Compiled:
     from cuda.bindings import nvrtc
 
     err, prog = nvrtc.nvrtcCreateProgram(
-        program.source.encode(), program.filename.encode(), len(STANDARD_HEADERS),
-        [text.encode() for text in STANDARD_HEADERS.values()], [name.encode() for name in STANDARD_HEADERS],
+        program.source.encode(),
+        program.filename.encode(),
+        len(STANDARD_HEADERS),
+        [text.encode() for text in STANDARD_HEADERS.values()],
+        [name.encode() for name in STANDARD_HEADERS],
     )
     _check(nvrtc, err, "nvrtcCreateProgram")
     try:
@@ -142,8 +153,10 @@ def _student_log(log: str, program: Program) -> str:
     own = [b for b in blocks if not b.lstrip().startswith("__nv_name_map")]
     if len(own) == len(blocks):
         return log.strip()
-    missing = (f"{program.filename}: no kernel named '{program.kernel}' is defined; keep the name and "
-               f"signature the handout gives (__global__ void {program.kernel}(...))")
+    missing = (
+        f"{program.filename}: no kernel named '{program.kernel}' is defined; keep the name and "
+        f"signature the handout gives (__global__ void {program.kernel}(...))"
+    )
     errors = [b for b in own if "error" in b and "detected in the compilation" not in b]
     return "\n\n".join([*errors, missing])
 

@@ -159,7 +159,10 @@ def score_timings(timings: Sequence[Timing], full_at: float, zero_at: float) -> 
     wrong = [t.wrong for t in timings if t.wrong]
     if wrong:
         return PerformanceEvidence(
-            metric=TIME, fraction=0.0, full_at=full_at, zero_at=zero_at,
+            metric=TIME,
+            fraction=0.0,
+            full_at=full_at,
+            zero_at=zero_at,
             cases=tuple(_timing_record(t) for t in timings),
             message="not awarded: " + "; ".join(wrong),
         )
@@ -173,9 +176,15 @@ def score_timings(timings: Sequence[Timing], full_at: float, zero_at: float) -> 
             "so the measurement is held for a TA to review"
         )
     return PerformanceEvidence(
-        metric=TIME, fraction=fraction, message=message, ratio=ratio, full_at=full_at,
-        zero_at=zero_at, cases=tuple(_timing_record(t) for t in timings),
-        faster_than_reference=ratio < 1.0, below_floor=bool(suspect),
+        metric=TIME,
+        fraction=fraction,
+        message=message,
+        ratio=ratio,
+        full_at=full_at,
+        zero_at=zero_at,
+        cases=tuple(_timing_record(t) for t in timings),
+        faster_than_reference=ratio < 1.0,
+        below_floor=bool(suspect),
     )
 
 
@@ -185,17 +194,23 @@ def score_counters(
     """Score an item whose metric is an emulator counter from per-case counts."""
     ratio = combined_ratio([c.ratio for c in counts])
     return PerformanceEvidence(
-        metric=metric, fraction=score_fraction(ratio, full_at, zero_at),
-        message=_ratio_sentence(metric, ratio, full_at, zero_at), ratio=ratio,
-        full_at=full_at, zero_at=zero_at,
-        cases=tuple({"case": dict(c.case), "student": c.student, "reference": c.reference,
-                     "ratio": c.ratio} for c in counts),
+        metric=metric,
+        fraction=score_fraction(ratio, full_at, zero_at),
+        message=_ratio_sentence(metric, ratio, full_at, zero_at),
+        ratio=ratio,
+        full_at=full_at,
+        zero_at=zero_at,
+        cases=tuple(
+            {"case": dict(c.case), "student": c.student, "reference": c.reference, "ratio": c.ratio}
+            for c in counts
+        ),
         faster_than_reference=ratio < 1.0,
     )
 
 
-def counter_ratio(metric: str, case, student_totals: Mapping[str, int],
-                  reference_totals: Mapping[str, int]) -> CounterRatio:
+def counter_ratio(
+    metric: str, case, student_totals: Mapping[str, int], reference_totals: Mapping[str, int]
+) -> CounterRatio:
     """Pair one case's counts (``LaunchResult.counters.totals``) of student and reference."""
     for who, totals in (("student", student_totals), ("reference", reference_totals)):
         if metric not in totals:
@@ -206,7 +221,9 @@ def counter_ratio(metric: str, case, student_totals: Mapping[str, int],
 def not_run(metric: str, reason: str = "needs a GPU") -> PerformanceEvidence:
     """An item that could not be measured here: no points yet, and marked for regrading."""
     return PerformanceEvidence(
-        metric=metric, fraction=0.0, regrade=True,
+        metric=metric,
+        fraction=0.0,
+        regrade=True,
         message=f"not run: {reason}; this item will be regraded on a GPU",
     )
 

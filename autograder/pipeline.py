@@ -43,8 +43,15 @@ from autograder.spec import Spec
 class CaseRunner:
     """Runs the cases of one assignment on demand, each (backend, source, group) once."""
 
-    def __init__(self, spec: Spec, sources: dict[str, str | None], backends: Backends, secret: int,
-                 case_s: float, deadline: float):
+    def __init__(
+        self,
+        spec: Spec,
+        sources: dict[str, str | None],
+        backends: Backends,
+        secret: int,
+        case_s: float,
+        deadline: float,
+    ):
         self.spec = spec
         self.sources = sources  # "student" and "reference"
         self.roles = {
@@ -68,13 +75,15 @@ class CaseRunner:
         backend, source_kind = self.roles[role]
         key = (id(backend), source_kind, group)
         if key not in self._cache:
-            self._cache[key] = [self.run(backend, source_kind, ref) for ref in
-                                group_cases(self.spec, group, self.secret)]
+            self._cache[key] = [
+                self.run(backend, source_kind, ref) for ref in group_cases(self.spec, group, self.secret)
+            ]
         return self._cache[key]
 
     def run(self, backend: Backend, source_kind: str, ref) -> CaseOutcome:
-        outcome = CaseOutcome(group=ref.group, index=ref.index, params=dict(ref.case), seed=ref.seed,
-                              backend=backend.name)
+        outcome = CaseOutcome(
+            group=ref.group, index=ref.index, params=dict(ref.case), seed=ref.seed, backend=backend.name
+        )
         source = self.sources[source_kind]
         if source is None:
             return _fault(outcome, f"grader problem: no {source_kind} source for {self.spec.name}")
@@ -94,13 +103,17 @@ class CaseRunner:
         """Student against reference on the grading backend, each case with its physical floor."""
         grading = self.roles["grading"][0]
         requests = timing_requests(self.spec, self.sources, group, self.secret, self.case_s)
-        return [performance.with_floor(grading.time(r), performance.minimum_work(self.spec, r.case))
-                for r in requests]
+        return [
+            performance.with_floor(grading.time(r), performance.minimum_work(self.spec, r.case))
+            for r in requests
+        ]
 
     def launches(self, group: str) -> Iterator[Launch]:
         """The student's launches of ``group``, exactly as grading ran them."""
-        return (p.launch for p in prepare_group(self.spec, self.sources["student"], group, self.secret,
-                                                self.case_s))
+        return (
+            p.launch
+            for p in prepare_group(self.spec, self.sources["student"], group, self.secret, self.case_s)
+        )
 
     def cross_check(self, group: str) -> list[sanitize.SanitizerRun]:
         """compute-sanitizer's runs over ``group`` (once per group)."""
@@ -132,8 +145,10 @@ def grade_submission(
     check_assignments(course, assignments or [])
     notes: list[str] = []
     if cross_check and not backends.grading.capabilities.runs_natively:
-        notes.append("--sanitize was not run: compute-sanitizer needs a GPU, and the "
-                     f"{backends.grading.name} backend graded")
+        notes.append(
+            "--sanitize was not run: compute-sanitizer needs a GPU, and the "
+            f"{backends.grading.name} backend graded"
+        )
         cross_check = False
     names = assignments or _submitted(submission, course, notes)
     deadline = started + course.rubric.limits.submission_s
@@ -143,8 +158,13 @@ def grade_submission(
             items.append(result)
             if progress:
                 progress(result)
-    return Grade(items=tuple(items), backend=backends.grading.name, seed=secret,
-                 elapsed_s=time.monotonic() - started, notes=tuple(notes))
+    return Grade(
+        items=tuple(items),
+        backend=backends.grading.name,
+        seed=secret,
+        elapsed_s=time.monotonic() - started,
+        notes=tuple(notes),
+    )
 
 
 def check_assignments(course: Course, names: list[str]) -> None:
@@ -166,8 +186,15 @@ def _submitted(submission: Path, course: Course, notes: list[str]) -> list[str]:
     return names
 
 
-def _grade_assignment(name: str, submission: Path, course: Course, backends: Backends, secret: int,
-                      deadline: float, cross_check: bool) -> Iterator[ItemResult]:
+def _grade_assignment(
+    name: str,
+    submission: Path,
+    course: Course,
+    backends: Backends,
+    secret: int,
+    deadline: float,
+    cross_check: bool,
+) -> Iterator[ItemResult]:
     items = course.rubric.assignments[name]
     spec = course.specs[name]
     source, problem = read_source(submission / f"{name}.cu")

@@ -24,15 +24,21 @@ from autograder.compiler import STANDARD_HEADERS
 
 MAX_SOURCE_BYTES = 1 << 20
 
-CUDA_HEADERS = frozenset({
-    "cuda_fp16.h", "cuda_bf16.h", "mma.h", "cuda_runtime.h", "cuda_runtime_api.h",
-    "device_launch_parameters.h", "cooperative_groups.h", "cooperative_groups/reduce.h",
-})
+CUDA_HEADERS = frozenset(
+    {
+        "cuda_fp16.h",
+        "cuda_bf16.h",
+        "mma.h",
+        "cuda_runtime.h",
+        "cuda_runtime_api.h",
+        "device_launch_parameters.h",
+        "cooperative_groups.h",
+        "cooperative_groups/reduce.h",
+    }
+)
 ALLOWED_HEADERS = CUDA_HEADERS | frozenset(STANDARD_HEADERS)
 
-_DIRECTIVE = re.compile(
-    r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*(include_next|include|import|embed)\b(.*)$", re.M
-)
+_DIRECTIVE = re.compile(r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*(include_next|include|import|embed)\b(.*)$", re.M)
 _SYSTEM_HEADER = re.compile(r"^\s*<([^<>\s]+)>\s*$")
 _TOKEN = re.compile(
     r"""(?P<literal>(?:u8|[uUL])?R"(?P<delimiter>[^()\\\s]{0,16})\(.*?\)(?P=delimiter)"|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')"""
@@ -70,8 +76,10 @@ def include_problem(source: str, filename: str) -> str | None:
         line = physical_line[spliced.count("\n", 0, start)]
         written = " ".join(spliced[start:end].split())
         allowed = ", ".join(f"<{h}>" for h in sorted(ALLOWED_HEADERS))
-        return (f"{filename}:{line}: '{written}' is not allowed: a submission is this one file, "
-                f"and it may include only these headers: {allowed}")
+        return (
+            f"{filename}:{line}: '{written}' is not allowed: a submission is this one file, "
+            f"and it may include only these headers: {allowed}"
+        )
     return None
 
 
@@ -79,7 +87,7 @@ def _preprocessed(spliced: str):
     """Comments as one space, literals blanked; and a map from its positions back to ``spliced``'s."""
     pieces, starts, origins, position, last = [], [], [], 0, 0
     for match in _TOKEN.finditer(spliced):
-        for piece, origin in ((spliced[last:match.start()], last), (_token_text(match), match.start())):
+        for piece, origin in ((spliced[last : match.start()], last), (_token_text(match), match.start())):
             pieces.append(piece)
             starts.append(position)
             origins.append(origin)

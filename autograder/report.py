@@ -25,9 +25,15 @@ def report_data(grade: Grade, submission: Path) -> dict:
         "notes": grade.notes,
         "items": [
             {
-                "assignment": r.item.assignment, "name": r.item.name, "check": r.item.check,
-                "cases": r.item.cases, "score": r.score, "max_score": r.item.points,
-                "regrade": r.regrade, "output": r.output, "evidence": r.evidence,
+                "assignment": r.item.assignment,
+                "name": r.item.name,
+                "check": r.item.check,
+                "cases": r.item.cases,
+                "score": r.score,
+                "max_score": r.item.points,
+                "regrade": r.regrade,
+                "output": r.output,
+                "evidence": r.evidence,
             }
             for r in grade.items
         ],
@@ -44,8 +50,10 @@ def markdown(data: dict) -> str:
         "",
         "| item | score | regrade |",
         "|---|---|---|",
-        *[f"| {i['name']} | {i['score']:g} / {i['max_score']:g} | {'yes' if i['regrade'] else ''} |"
-          for i in data["items"]],
+        *[
+            f"| {i['name']} | {i['score']:g} / {i['max_score']:g} | {'yes' if i['regrade'] else ''} |"
+            for i in data["items"]
+        ],
     ]
     for item in data["items"]:
         lines += ["", f"## {item['name']}", "", "```", item["output"], "```"]
@@ -58,13 +66,22 @@ def markdown(data: dict) -> str:
 def _cases_table(cases: list[dict]) -> list[str]:
     if not cases:
         return []
-    lines = ["", "| case | backend | seed | correct | max abs error | first wrong | unwritten | findings |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "| case | backend | seed | correct | max abs error | first wrong | unwritten | findings |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for c in cases:
         outputs = c["outputs"]
         worst = max((o["max_abs_error"] or 0.0 for o in outputs), default=None)
-        first = next((f"{o['first_wrong']} = {o['got']:.7g} (want {o['expected']:.7g})"
-                      for o in outputs if o["first_wrong"]), "")
+        first = next(
+            (
+                f"{o['first_wrong']} = {o['got']:.7g} (want {o['expected']:.7g})"
+                for o in outputs
+                if o["first_wrong"]
+            ),
+            "",
+        )
         params = ", ".join(f"{k}={v}" for k, v in c["params"].items())
         status = "yes" if c["correct"] else f"no{': ' + c['error'].splitlines()[0] if c['error'] else ''}"
         error = "" if worst is None else f"{worst:.3g}"

@@ -35,8 +35,9 @@ def _summary(grade: Grade) -> str:
     summary = f"{score:g} / {maximum:g} points, graded on the {grade.backend} backend"
     later = sum(r.item.points for r in grade.items if r.item.visibility != "visible")
     if later:
-        summary += (f"; not counted here: {_points(later)} shown after the due date or when grades "
-                    "are published")
+        summary += (
+            f"; not counted here: {_points(later)} shown after the due date or when grades are published"
+        )
     pending = sum(r.item.points for r in grade.items if r.not_run)
     if pending:
         summary += f"; not run here: {_points(pending)} that need a GPU, to be regraded on one"
@@ -85,4 +86,3 @@ def write_results(path: Path, results: dict) -> None:
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(results, indent=2, default=str) + "\n")
     os.replace(partial, path)
-

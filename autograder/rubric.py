@@ -161,8 +161,9 @@ class _Reader:
         for key_node, _value in node.value:
             if key_node.value not in case_groups:
                 raise self.error(
-                    key_node, f"unknown assignment {key_node.value!r}: there is no "
-                    f"assignments/{key_node.value}/spec.py (the course has: {', '.join(case_groups)})"
+                    key_node,
+                    f"unknown assignment {key_node.value!r}: there is no "
+                    f"assignments/{key_node.value}/spec.py (the course has: {', '.join(case_groups)})",
                 )
         missing = [name for name in case_groups if name not in entries]
         if missing:
@@ -187,8 +188,8 @@ class _Reader:
         cases = str(self.scalar(entries["cases"]))
         if groups is not None and cases not in groups:
             raise self.error(
-                entries["cases"], f"unknown case group {cases!r} for {assignment!r} (the spec has: "
-                f"{', '.join(groups)})"
+                entries["cases"],
+                f"unknown case group {cases!r} for {assignment!r} (the spec has: {', '.join(groups)})",
             )
         points = self.number(entries["points"], "points")
         if points < 0:
@@ -202,7 +203,8 @@ class _Reader:
             points=points,
             name=str(name),
             visibility=self.choice(entries["visibility"], "visibility", VISIBILITIES)
-            if "visibility" in entries else "visible",
+            if "visibility" in entries
+            else "visible",
             line=node.start_mark.line + 1,
             **ratio,
         )
@@ -231,4 +233,3 @@ class _Reader:
             if item.name in self._names:
                 raise self.error(item_node, f"two items are named {item.name!r}; give one a 'name'")
             self._names.add(item.name)
-

@@ -61,8 +61,9 @@ def sanitizer_path() -> str | None:
     return None
 
 
-def cross_check(launches: Iterable[Launch], tools: Sequence[str] = TOOLS,
-                time_limit_s: float = TIME_LIMIT_S) -> list[SanitizerRun]:
+def cross_check(
+    launches: Iterable[Launch], tools: Sequence[str] = TOOLS, time_limit_s: float = TIME_LIMIT_S
+) -> list[SanitizerRun]:
     """Run ``launches`` (a case group, as grading ran it) under each tool in turn."""
     tool_path = sanitizer_path()
     if tool_path is None:
@@ -72,8 +73,13 @@ def cross_check(launches: Iterable[Launch], tools: Sequence[str] = TOOLS,
     return [_run_tool(tool_path, tool, launches, allocations, time_limit_s) for tool in tools]
 
 
-def _run_tool(tool_path: str, tool: str, launches: list[Launch], allocations: Mapping[int, Allocation],
-              time_limit_s: float) -> SanitizerRun:
+def _run_tool(
+    tool_path: str,
+    tool: str,
+    launches: list[Launch],
+    allocations: Mapping[int, Allocation],
+    time_limit_s: float,
+) -> SanitizerRun:
     with tempfile.TemporaryDirectory(prefix="sanitize-") as scratch:
         watch = _Watch(tool_path, tool, Path(scratch))
         try:
@@ -138,8 +144,16 @@ def with_cross_check(result: ItemResult, runs: Sequence[SanitizerRun]) -> ItemRe
     lines = [f"compute-sanitizer cross-check (not scored): {len(findings)} {check} finding(s)"]
     lines += [f"  {f.message}" + (f" (and {f.others} other threads)" if f.others else "") for f in findings]
     lines += [f"  {run.tool}: {run.note}" for run in runs if run.note]
-    evidence = {**result.evidence, "sanitizer": [
-        {"tool": run.tool, "errors": run.errors, "note": run.note,
-         "findings": [asdict(f) for f in run.findings if f.check == check]} for run in runs
-    ]}
+    evidence = {
+        **result.evidence,
+        "sanitizer": [
+            {
+                "tool": run.tool,
+                "errors": run.errors,
+                "note": run.note,
+                "findings": [asdict(f) for f in run.findings if f.check == check],
+            }
+            for run in runs
+        ],
+    }
     return replace(result, output=result.output + "\n" + "\n".join(lines), evidence=evidence)

@@ -191,8 +191,10 @@ def _invalid_access(record: _Record, tool: str, allocations: Mapping[int, Alloca
             detail = f"{verb} element {index} of {array} {side} (each has {bound} elements)"
             array = None
     else:
-        detail = f"{what} {_number(nearest['distance'])} bytes {_side(nearest)} an allocation of " \
-                 f"{_number(nearest['size'])} bytes"
+        detail = (
+            f"{what} {_number(nearest['distance'])} bytes {_side(nearest)} an allocation of "
+            f"{_number(nearest['size'])} bytes"
+        )
     message = f"{_where(file, line)}: {_who(thread, block)} {detail} [compute-sanitizer {tool}]"
     return Finding(kind, message, line, thread, block, array, index, bound)
 
@@ -212,8 +214,10 @@ def _side(nearest: re.Match) -> str:
 def _uninitialized(record: _Record, tool: str) -> Finding:
     file, line = _location(record.text)
     thread, block = _thread_block(record.text)
-    message = (f"{_where(file, line)}: {_who(thread, block)} read {record.header['bytes']} bytes of "
-               f"{record.header['space']} memory that nothing wrote [compute-sanitizer {tool}]")
+    message = (
+        f"{_where(file, line)}: {_who(thread, block)} read {record.header['bytes']} bytes of "
+        f"{record.header['space']} memory that nothing wrote [compute-sanitizer {tool}]"
+    )
     return Finding("uninitialized_global_read", message, line, thread, block)
 
 
@@ -221,14 +225,17 @@ def _hazard(record: _Record, tool: str) -> Finding:
     header = record.header
     block = tuple(int(v) for v in header.groups()[2:5])
     accesses = [(m, _location(line)) for line in record.lines if (m := _HAZARD_THREAD.match(line))]
-    parts = [f"{m['access'].lower()} by thread ({m[2]},{m[3]},{m[4]}) at {_where(*loc)}"
-             for m, loc in accesses]
+    parts = [
+        f"{m['access'].lower()} by thread ({m[2]},{m[3]},{m[4]}) at {_where(*loc)}" for m, loc in accesses
+    ]
     # a race is located at its write: every race has one, and it is what a barrier must order
     write = next(((m, loc) for m, loc in accesses if m["access"] == "Write"), None)
     thread = tuple(int(v) for v in write[0].groups()[1:4]) if write else None
     file, line = write[1] if write else (None, None)
-    message = (f"{_where(file, line)}: {header['hazard']} race on shared memory in block {_dim(block)}: "
-               f"{' and '.join(parts) or 'accesses'} with no barrier between them [compute-sanitizer {tool}]")
+    message = (
+        f"{_where(file, line)}: {header['hazard']} race on shared memory in block {_dim(block)}: "
+        f"{' and '.join(parts) or 'accesses'} with no barrier between them [compute-sanitizer {tool}]"
+    )
     return Finding("shared_race", message, line, thread, block)  # type: ignore[arg-type]
 
 
@@ -243,8 +250,10 @@ def _race(record: _Record, tool: str) -> Finding:
             hazards += int(match["hazards"] or 1)
     file, line = next((loc for access, loc in accesses if access == "Write"), accesses[0][1])
     between = " and ".join(f"a {access.lower()} at {_where(*loc)}" for access, loc in accesses)
-    message = (f"{_where(file, line)}: race on shared memory between {between} with no barrier "
-               f"between them ({max(hazards, 1)} hazards) [compute-sanitizer {tool}]")
+    message = (
+        f"{_where(file, line)}: race on shared memory between {between} with no barrier "
+        f"between them ({max(hazards, 1)} hazards) [compute-sanitizer {tool}]"
+    )
     return Finding("shared_race", message, line)
 
 

@@ -68,13 +68,26 @@ class Spec:
 
 
 _OPERATORS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-    ast.Pow: operator.pow, ast.USub: operator.neg, ast.UAdd: operator.pos,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
 }
 _FUNCTIONS = {
-    "cdiv": lambda a, b: -(-a // b), "min": min, "max": max, "sqrt": math.sqrt,
-    "log2": math.log2, "ceil": math.ceil, "floor": math.floor, "int": int, "abs": abs,
+    "cdiv": lambda a, b: -(-a // b),
+    "min": min,
+    "max": max,
+    "sqrt": math.sqrt,
+    "log2": math.log2,
+    "ceil": math.ceil,
+    "floor": math.floor,
+    "int": int,
+    "abs": abs,
 }
 
 

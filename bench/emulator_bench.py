@@ -35,8 +35,10 @@ BIG_GEMMS = {  # assignment -> extra cases (GEMM kernels at 256^3)
     "matmul_naive": [{"M": 256, "N": 256, "K": 256}],
     "gemm_tiled": [{"T": 16, "M": 256, "N": 256, "K": 256}],
     "matmul_register_tile": [{"V": 4, "M": 256, "N": 256, "K": 256}],
-    "matmul_block_tile": [{"L": 64, "V": 8, "S": 8, "M": 256, "N": 256, "K": 256},
-                          {"L": 32, "V": 4, "S": 8, "M": 256, "N": 256, "K": 256}],  # the course's tile
+    "matmul_block_tile": [
+        {"L": 64, "V": 8, "S": 8, "M": 256, "N": 256, "K": 256},
+        {"L": 32, "V": 4, "S": 8, "M": 256, "N": 256, "K": 256},
+    ],  # the course's tile
 }
 
 
@@ -53,8 +55,12 @@ def run_case(backend, spec, source: str, case, seed: int, repeat: int) -> dict:
     outputs, _modified = compare_outputs(spec, prepared, result)
     lanes = result.counters.totals["lane_instructions"]
     return {
-        "wall_s": best, "compile_s": compile_s, "lanes": lanes, "rate": lanes / best,
-        "ok": all(not o.wrong for o in outputs), "findings": len(result.findings),
+        "wall_s": best,
+        "compile_s": compile_s,
+        "lanes": lanes,
+        "rate": lanes / best,
+        "ok": all(not o.wrong for o in outputs),
+        "findings": len(result.findings),
     }
 
 
@@ -79,29 +85,38 @@ def format_row(name, group, case, row) -> str:
     if "error" in row:
         return f"| {name} | {group} | {params} | | | | {row['error']} |"
     verdict = "ok" if row["ok"] and not row["findings"] else f"WRONG/{row['findings']} findings"
-    return (f"| {name} | {group} | {params} | {row['wall_s']:.3f} | {row['lanes'] / 1e6:.2f} | "
-            f"{row['rate'] / 1e6:.1f} | {verdict} |")
+    return (
+        f"| {name} | {group} | {params} | {row['wall_s']:.3f} | {row['lanes'] / 1e6:.2f} | "
+        f"{row['rate'] / 1e6:.1f} | {verdict} |"
+    )
 
 
 def machine() -> str:
     info = Path("/proc/cpuinfo")
     lines = info.read_text().splitlines() if info.exists() else []
-    cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
-               platform.processor())
-    return (f"{platform.node()} · {cpu} · {os.cpu_count()} cores · Python {platform.python_version()} · "
-            f"numpy {np.__version__}")
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
+        platform.processor(),
+    )
+    return (
+        f"{platform.node()} · {cpu} · {os.cpu_count()} cores · Python {platform.python_version()} · "
+        f"numpy {np.__version__}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--assignments", default="", help="comma-separated; default: every assignment")
     parser.add_argument("--repeat", type=int, default=3, help="runs per case; the best is reported")
     parser.add_argument("--record", action="store_true", help="append the table to bench/emulator-results.md")
     args = parser.parse_args()
     names = args.assignments.split(",") if args.assignments else sorted(load_specs(ROOT))
-    header = ["| assignment | group | case | wall s | lane instr (M) | M lane instr/s | result |",
-              "|---|---|---|---|---|---|---|"]
+    header = [
+        "| assignment | group | case | wall s | lane instr (M) | M lane instr/s | result |",
+        "|---|---|---|---|---|---|---|",
+    ]
     lines = list(header)
     print("\n".join(header), flush=True)
     total = course_s = 0.0
@@ -115,15 +130,19 @@ def main() -> None:
             if group in GROUPS:
                 course_s += row["wall_s"] + row["compile_s"]
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    summary = (f"\nCourse cases (aligned + ragged + safety of every reference, compile included): "
-               f"{course_s:.1f} s; bench wall {time.perf_counter() - start:.1f} s; "
-               f"peak memory {peak_mb:.0f} MB")
+    summary = (
+        f"\nCourse cases (aligned + ragged + safety of every reference, compile included): "
+        f"{course_s:.1f} s; bench wall {time.perf_counter() - start:.1f} s; "
+        f"peak memory {peak_mb:.0f} MB"
+    )
     print(summary)
     if args.record:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         with open(ROOT / "bench" / "emulator-results.md", "a") as f:
-            f.write(f"\n## {stamp}\n\nMachine: {machine()}. Best of {args.repeat} runs per case, "
-                    "one process (numpy elementwise work is single-threaded).\n\n")
+            f.write(
+                f"\n## {stamp}\n\nMachine: {machine()}. Best of {args.repeat} runs per case, "
+                "one process (numpy elementwise work is single-threaded).\n\n"
+            )
             f.write("\n".join(lines) + "\n" + summary + "\n")
 
 

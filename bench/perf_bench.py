@@ -48,27 +48,42 @@ GRADE_LIMIT_S = 240
 
 # Planted submissions: (assignment, label, what the rubric should make of it, source).
 PLANTED = {
-    "plain": ("vector_add", "correct, the one-line kernel (the handout promises it full marks)", """
+    "plain": (
+        "vector_add",
+        "correct, the one-line kernel (the handout promises it full marks)",
+        """
 __global__ void vector_add(const float* a, const float* b, float* c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) c[i] = a[i] + b[i];
 }
-"""),
-    "few_blocks": ("vector_add", "correct, only 132 blocks do the work (grid-stride)", """
+""",
+    ),
+    "few_blocks": (
+        "vector_add",
+        "correct, only 132 blocks do the work (grid-stride)",
+        """
 __global__ void vector_add(const float* a, const float* b, float* c, int n) {
     if (blockIdx.x >= 132) return;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += 132 * blockDim.x) c[i] = a[i] + b[i];
 }
-"""),
-    "uncoalesced": ("vector_add", "correct, a warp's accesses 32 elements apart", """
+""",
+    ),
+    "uncoalesced": (
+        "vector_add",
+        "correct, a warp's accesses 32 elements apart",
+        """
 __global__ void vector_add(const float* a, const float* b, float* c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     int lanes = n / 32;
     if (i < lanes * 32) { int j = (i % 32) * lanes + i / 32; c[j] = a[j] + b[j]; }
     else if (i < n) c[i] = a[i] + b[i];
 }
-"""),
-    "lazy_when_big": ("vector_add", "right on small n; on big n right only on its first call", """
+""",
+    ),
+    "lazy_when_big": (
+        "vector_add",
+        "right on small n; on big n right only on its first call",
+        """
 __device__ unsigned int tickets;
 __global__ void vector_add(const float* a, const float* b, float* c, int n) {
     __shared__ unsigned int ticket;
@@ -77,13 +92,18 @@ __global__ void vector_add(const float* a, const float* b, float* c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n && ticket < gridDim.x) c[i] = a[i] + b[i];
 }
-"""),
-    "global_window": ("window_sum", "correct, five global loads per output, no shared memory", """
+""",
+    ),
+    "global_window": (
+        "window_sum",
+        "correct, five global loads per output, no shared memory",
+        """
 __global__ void window_sum(const float* x, float* y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = x[i] + x[i + 1] + x[i + 2] + x[i + 3] + x[i + 4];
 }
-"""),
+""",
+    ),
 }
 STABILITY = "few_blocks"
 
@@ -91,12 +111,19 @@ STABILITY = "few_blocks"
 def environment() -> dict:
     query = "name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw"
     try:
-        smi = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
-                             capture_output=True, text=True, check=False).stdout.strip()
+        smi = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
     except OSError:
         smi = "no nvidia-smi"
-    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "nvidia_smi": smi, "python": sys.version.split()[0]}
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "nvidia_smi": smi,
+        "python": sys.version.split()[0],
+    }
 
 
 def copy_bandwidth(backend: GpuBackend, nbytes: int = GIB, repeats: int = 20) -> float:
@@ -122,9 +149,13 @@ def roofs(bandwidth: float) -> list[dict]:
     """(a) each reference on its first perf case, by the grading protocol, against its floor."""
     backend = GpuBackend()
     try:
-        return [_roof(backend, name, spec, bandwidth) for name, spec in load_specs(ROOT).items()
-                if "perf" in spec.cases and (ROOT / "reference" / f"{name}.cu").exists()
-                and time.monotonic() < DEADLINE[0]]
+        return [
+            _roof(backend, name, spec, bandwidth)
+            for name, spec in load_specs(ROOT).items()
+            if "perf" in spec.cases
+            and (ROOT / "reference" / f"{name}.cu").exists()
+            and time.monotonic() < DEADLINE[0]
+        ]
     finally:
         backend.close()
 
@@ -140,13 +171,23 @@ def _roof(backend: GpuBackend, name: str, spec, bandwidth: float) -> dict:
         return {"assignment": name, "case": dict(case), "error": f"{type(e).__name__}: {e}"}
     work = performance.minimum_work(spec, case)
     floor_ms = 1e3 * work.bytes / bandwidth
-    print(f"(a) {name:22s} {timing.reference_ms:9.4f} ms  floor {floor_ms:8.4f} ms  "
-          f"{100 * floor_ms / timing.reference_ms:5.1f} % of copy roof  self-ratio {timing.ratio:.4f}",
-          flush=True)
-    return {"assignment": name, "case": dict(case), "reference_ms": timing.reference_ms,
-            "self_ratio": timing.ratio, "spread": timing.reference_spread, "repeats": timing.repeats,
-            "bytes": work.bytes, "floor_ms": floor_ms,
-            "fraction_of_copy_roof": floor_ms / timing.reference_ms, "wrong": timing.wrong}
+    print(
+        f"(a) {name:22s} {timing.reference_ms:9.4f} ms  floor {floor_ms:8.4f} ms  "
+        f"{100 * floor_ms / timing.reference_ms:5.1f} % of copy roof  self-ratio {timing.ratio:.4f}",
+        flush=True,
+    )
+    return {
+        "assignment": name,
+        "case": dict(case),
+        "reference_ms": timing.reference_ms,
+        "self_ratio": timing.ratio,
+        "spread": timing.reference_spread,
+        "repeats": timing.repeats,
+        "bytes": work.bytes,
+        "floor_ms": floor_ms,
+        "fraction_of_copy_roof": floor_ms / timing.reference_ms,
+        "wrong": timing.wrong,
+    }
 
 
 BACKEND = ["gpu"]  # --backend: "emulator" dry-runs parts b and c on a machine without a GPU
@@ -158,8 +199,21 @@ def grade(submission: Path, out: Path, label: str, seed: int, assignment: str | 
     if time.monotonic() > DEADLINE[0]:
         return {"label": label, "wall_s": 0.0, "error": "skipped: the bench's time budget ran out"}
     report = out / f"report-{label}"
-    command = [sys.executable, "-m", "autograder", "grade", str(submission), "--backend", BACKEND[0],
-               "--seed", str(seed), "--results", str(out / f"results-{label}.json"), "--report", str(report)]
+    command = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade",
+        str(submission),
+        "--backend",
+        BACKEND[0],
+        "--seed",
+        str(seed),
+        "--results",
+        str(out / f"results-{label}.json"),
+        "--report",
+        str(report),
+    ]
     command += ["--assignment", assignment] if assignment else []
     started = time.monotonic()
     try:
@@ -172,8 +226,13 @@ def grade(submission: Path, out: Path, label: str, seed: int, assignment: str | 
     data = json.loads(report.with_suffix(".json").read_text())
     items = [{k: i[k] for k in ("name", "score", "max_score", "regrade")} | _ratio(i) for i in data["items"]]
     print(f"(b) {label:28s} {wall:7.1f} s  {data['score']:g}/{data['max_score']:g}", flush=True)
-    return {"label": label, "wall_s": wall, "score": data["score"], "max_score": data["max_score"],
-            "items": items}
+    return {
+        "label": label,
+        "wall_s": wall,
+        "score": data["score"],
+        "max_score": data["max_score"],
+        "items": items,
+    }
 
 
 def _ratio(item: dict) -> dict:
@@ -181,10 +240,15 @@ def _ratio(item: dict) -> dict:
     if not evidence or item["check"] != "performance":
         return {}
     cases = evidence.get("cases") or [{}]
-    return {"ratio": evidence.get("ratio"), "message": item["output"].splitlines()[0],
-            "student_ms": cases[0].get("student_ms"), "reference_ms": cases[0].get("reference_ms"),
-            "spread": cases[0].get("student_spread"), "repeats": cases[0].get("repeats"),
-            "clocks": cases[0].get("clocks")}
+    return {
+        "ratio": evidence.get("ratio"),
+        "message": item["output"].splitlines()[0],
+        "student_ms": cases[0].get("student_ms"),
+        "reference_ms": cases[0].get("reference_ms"),
+        "spread": cases[0].get("student_spread"),
+        "repeats": cases[0].get("repeats"),
+        "clocks": cases[0].get("clocks"),
+    }
 
 
 def planted(out: Path, repeats: int) -> dict:
@@ -196,8 +260,10 @@ def planted(out: Path, repeats: int) -> dict:
             directory.mkdir()
             (directory / f"{assignment}.cu").write_text(source)
             runs = repeats if label == STABILITY else 1
-            results[label] = [grade(directory, out, f"{label}-{k}", seed=100 + k, assignment=assignment)
-                              for k in range(runs)]
+            results[label] = [
+                grade(directory, out, f"{label}-{k}", seed=100 + k, assignment=assignment)
+                for k in range(runs)
+            ]
     return results
 
 
@@ -213,10 +279,19 @@ def sanitizer(out: Path) -> list[dict]:
         launch = vector_add(stem, 1000, np.random.default_rng(3))
         for run in sanitize.cross_check([launch], tools=("memcheck", "initcheck"), time_limit_s=120):
             (out / f"sanitizer-{stem}-{run.tool}.log").write_text(run.log)  # raw, for the parser
-            rows.append({"kernel": stem, "tool": run.tool, "errors": run.errors, "note": run.note,
-                         "findings": [f.message for f in run.findings]})
-            print(f"(s) {stem} {run.tool}: {run.errors} errors, {len(run.findings)} findings "
-                  f"{run.note or ''}", flush=True)
+            rows.append(
+                {
+                    "kernel": stem,
+                    "tool": run.tool,
+                    "errors": run.errors,
+                    "note": run.note,
+                    "findings": [f.message for f in run.findings],
+                }
+            )
+            print(
+                f"(s) {stem} {run.tool}: {run.errors} errors, {len(run.findings)} findings {run.note or ''}",
+                flush=True,
+            )
     return rows
 
 
@@ -238,21 +313,31 @@ def stability(runs: list[dict]) -> dict:
 def summary(record: dict) -> str:
     env = record["environment"]
     copy = record.get("copy_tb_s", float("nan"))
-    lines = [f"# perf bench {env['date']}", "", f"`{env['nvidia_smi']}`", "",
-             f"device copy: {copy:.3f} TB/s (read + write, 1 GiB)"]
+    lines = [
+        f"# perf bench {env['date']}",
+        "",
+        f"`{env['nvidia_smi']}`",
+        "",
+        f"device copy: {copy:.3f} TB/s (read + write, 1 GiB)",
+    ]
     return "\n".join(lines + _roof_lines(record) + _grade_lines(record) + _stability_lines(record))
 
 
 def _roof_lines(record: dict) -> list[str]:
-    lines = ["", "| reference | case | ms | floor ms | % of copy roof | self-ratio | repeats |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "| reference | case | ms | floor ms | % of copy roof | self-ratio | repeats |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in record.get("roofs", []):
         if "error" in r:
             lines.append(f"| {r['assignment']} | {r['case']} | {r['error'][:80]} | | | | |")
         else:
             roof = 100 * r["fraction_of_copy_roof"]
-            lines.append(f"| {r['assignment']} | {r['case']} | {r['reference_ms']:.4f} | {r['floor_ms']:.4f} "
-                         f"| {roof:.1f} | {r['self_ratio']:.4f} | {r['repeats']} |")
+            lines.append(
+                f"| {r['assignment']} | {r['case']} | {r['reference_ms']:.4f} | {r['floor_ms']:.4f} "
+                f"| {roof:.1f} | {r['self_ratio']:.4f} | {r['repeats']} |"
+            )
     return lines
 
 
@@ -264,8 +349,9 @@ def _grade_lines(record: dict) -> list[str]:
     for g in (g for g in grades if g):
         perf = next((i for i in g.get("items", []) if "ratio" in i), {})
         note = perf.get("message", g.get("error", ""))[:100].replace("|", "/").replace("\n", " ")
-        lines.append(f"| {g['label']} | {g['wall_s']:.1f} | {g.get('score', '-')}/{g.get('max_score', '-')} "
-                     f"| {note} |")
+        lines.append(
+            f"| {g['label']} | {g['wall_s']:.1f} | {g.get('score', '-')}/{g.get('max_score', '-')} | {note} |"
+        )
     return lines
 
 
@@ -274,16 +360,22 @@ def _stability_lines(record: dict) -> list[str]:
     if not s:
         return []
     ratios = ", ".join(f"{r:.4f}" for r in s["ratios"])
-    return ["", f"stability ({STABILITY}, {len(s['ratios'])} gradings): ratios {ratios}; "
-                f"spread {100 * s.get('spread', np.nan):.2f} %"]
+    return [
+        "",
+        f"stability ({STABILITY}, {len(s['ratios'])} gradings): ratios {ratios}; "
+        f"spread {100 * s.get('spread', np.nan):.2f} %",
+    ]
 
 
 def device_figures() -> dict:
     """The device, its clocks and its copy bandwidth."""
     backend = GpuBackend()
     try:
-        figures = {"device": backend.device_name, "clocks_before": clocks(backend),
-                   "copy_tb_s": copy_bandwidth(backend) / 1e12}
+        figures = {
+            "device": backend.device_name,
+            "clocks_before": clocks(backend),
+            "copy_tb_s": copy_bandwidth(backend) / 1e12,
+        }
     finally:
         backend.close()
     print(f"device copy {figures['copy_tb_s']:.3f} TB/s", flush=True)
@@ -293,13 +385,20 @@ def device_figures() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("perf-bench-out"))
-    parser.add_argument("--parts", default="csab", help="c: planted + stability, s: sanitizer, "
-                        "a: roofs, b: wall times (run in this order)")
+    parser.add_argument(
+        "--parts",
+        default="csab",
+        help="c: planted + stability, s: sanitizer, a: roofs, b: wall times (run in this order)",
+    )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--budget", type=float, default=float("inf"), help="seconds; then no new grading")
     parser.add_argument("--backend", default="gpu", help="emulator: dry run of parts b and c, no GPU")
-    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "perf-bench-work",
-                        help="grading reports (packed into OUT/reports.tar.gz at the end)")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "perf-bench-work",
+        help="grading reports (packed into OUT/reports.tar.gz at the end)",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -308,10 +407,12 @@ def main() -> None:
     record: dict = {"environment": environment()}
     if args.backend == "gpu":
         record.update(device_figures())
-    parts = {"c": ("planted", lambda: planted(args.work, args.repeats)),
-             "s": ("sanitizer", lambda: sanitizer(args.out)),
-             "a": ("roofs", lambda: roofs(record["copy_tb_s"] * 1e12)),
-             "b": ("course", lambda: course(args.work))}
+    parts = {
+        "c": ("planted", lambda: planted(args.work, args.repeats)),
+        "s": ("sanitizer", lambda: sanitizer(args.out)),
+        "a": ("roofs", lambda: roofs(record["copy_tb_s"] * 1e12)),
+        "b": ("course", lambda: course(args.work)),
+    }
     for letter in args.parts:
         key, run = parts[letter]
         try:

@@ -61,9 +61,25 @@ def submissions(scratch: Path) -> dict[str, tuple[str, Path]]:
 def grade(name: str, assignment: str, folder: Path, out: Path) -> str:
     target = out / name
     target.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "autograder", "grade", str(folder), "--course", str(ROOT),
-               "--backend", "emulator", "--seed", str(SEED), "--assignment", assignment,
-               "--results", str(target / "results.json"), "--report", str(target / "report")]
+    command = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade",
+        str(folder),
+        "--course",
+        str(ROOT),
+        "--backend",
+        "emulator",
+        "--seed",
+        str(SEED),
+        "--assignment",
+        assignment,
+        "--results",
+        str(target / "results.json"),
+        "--report",
+        str(target / "report"),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     return f"{name}: {done.stdout.strip() or done.stderr.strip()[-200:]}"
 

@@ -71,16 +71,20 @@ def select_backend(name: str, compile_s: float = 60, emulator_mb: float | None =
     resolved = resolve(name)
     capabilities = backend_class(resolved).capabilities
     memory_mb = int(emulator_mb) if emulator_mb and not capabilities.runs_natively else None
-    return WorkerBackend(functools.partial(make, resolved), resolved, capabilities, compile_s=compile_s,
-                         memory_mb=memory_mb)
+    return WorkerBackend(
+        functools.partial(make, resolved), resolved, capabilities, compile_s=compile_s, memory_mb=memory_mb
+    )
 
 
 @contextlib.contextmanager
 def open_backends(name: str, compile_s: float = 60, emulator_mb: float | None = None) -> Iterator[Backends]:
     """The grading backend ``name`` and a safety backend that sees every access; closed on exit."""
     grading = select_backend(name, compile_s, emulator_mb)
-    safety = grading if grading.capabilities.sees_every_access else select_backend("emulator", compile_s,
-                                                                                   emulator_mb)
+    safety = (
+        grading
+        if grading.capabilities.sees_every_access
+        else select_backend("emulator", compile_s, emulator_mb)
+    )
     try:
         yield Backends(grading=grading, safety=safety)
     finally:

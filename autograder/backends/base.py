@@ -102,12 +102,17 @@ class Finding:
         return FINDING_CHECKS[self.kind]
 
 
-_TRAFFIC = (("global", ("requests", "bytes", "values", "sectors")),
-            ("shared", ("requests", "values", "wavefronts", "conflicts")))
+_TRAFFIC = (
+    ("global", ("requests", "bytes", "values", "sectors")),
+    ("shared", ("requests", "values", "wavefronts", "conflicts")),
+)
 # Every name a Counters total may have (and a rubric's traffic metric may name).
 COUNTER_NAMES = (
     *(f"{space}_{kind}_{what}" for space, whats in _TRAFFIC for kind in ("load", "store") for what in whats),
-    "barriers", "lane_instructions", "warp_instructions", "flops",
+    "barriers",
+    "lane_instructions",
+    "warp_instructions",
+    "flops",
 )
 
 

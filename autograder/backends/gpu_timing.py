@@ -56,8 +56,14 @@ extern "C" __global__ void count_mismatches(const VALUE* got, const VALUE* want,
     if (mine) atomicAdd(bad, mine);
 }
 """
-C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "uint32": "unsigned int",
-           "int64": "long long", "uint64": "unsigned long long"}
+C_TYPES = {
+    "float32": "float",
+    "float64": "double",
+    "int32": "int",
+    "uint32": "unsigned int",
+    "int64": "long long",
+    "uint64": "unsigned long long",
+}
 
 
 def time_case(backend, request: TimingRequest) -> Timing:
@@ -151,15 +157,21 @@ class _Session:
         self.cuda = backend.driver  # the backend's driver module; its context is current
         self.request = request
         first = request.student[0]
-        self.kernels = {"student": backend.function(first.program, first.shared_bytes),
-                        "reference": backend.function(request.reference, first.shared_bytes)}
+        self.kernels = {
+            "student": backend.function(first.program, first.shared_bytes),
+            "reference": backend.function(request.reference, first.shared_bytes),
+        }
         self.outputs = [(b.name, b.data.size, str(b.data.dtype)) for b in _buffers(first) if b.is_output]
         self.compare = {dtype: backend.function(_compare_program(dtype)) for _n, _s, dtype in self.outputs}
         self.stream = self.cuda.Stream()
         self.sets = [_InputSet(self.cuda, launch) for launch in request.student]
         self.working = _Buffers(self.cuda, _buffers(first), upload=False)
-        self.args = [np.uintp(int(self.working.memory[a.name])) if isinstance(a, Buffer)
-                     else np.dtype(a.dtype).type(a.value) for a in first.args]
+        self.args = [
+            np.uintp(int(self.working.memory[a.name]))
+            if isinstance(a, Buffer)
+            else np.dtype(a.dtype).type(a.value)
+            for a in first.args
+        ]
         self.flush = self.cuda.mem_alloc(request.flush_bytes)
         self.pairs = len(self.sets)  # pairs per round: one over every input set
         self.bad = self.cuda.mem_alloc(4 * 2 * self.pairs)
@@ -208,7 +220,8 @@ class _Session:
             if counts[slot] and who == "reference":
                 raise ReferenceUnstableError(
                     f"the reference kernel gave {counts[slot]} outputs that differ from its own first "
-                    f"outputs on input set {index} (launch {self.launches})")
+                    f"outputs on input set {index} (launch {self.launches})"
+                )
             if counts[slot]:
                 return _wrong_sentence(self.launches, index, int(counts[slot]))
             if timed:
@@ -218,8 +231,9 @@ class _Session:
 
     def _launch(self, who: str) -> None:
         launch = self.request.student[0]
-        self.kernels[who](*self.args, grid=launch.grid, block=launch.block,
-                          shared=launch.shared_bytes, stream=self.stream)
+        self.kernels[who](
+            *self.args, grid=launch.grid, block=launch.block, shared=launch.shared_bytes, stream=self.stream
+        )
 
     def _count_mismatches(self, input_set: _InputSet, slot: int) -> None:
         r = self.request
@@ -228,9 +242,15 @@ class _Session:
             atol, rtol = (0.0, 0.0) if exact else (r.tolerance_factor * r.atol, r.tolerance_factor * r.rtol)
             blocks = int(min(max(1, -(-n // 256)), 4096))
             self.compare[dtype](
-                np.uintp(int(self.working.memory[name])), np.uintp(int(input_set.expected.memory[name])),
-                np.uint64(n), np.float64(atol), np.float64(rtol), np.uintp(int(self.bad) + 4 * slot),
-                grid=(blocks, 1, 1), block=(256, 1, 1), stream=self.stream,
+                np.uintp(int(self.working.memory[name])),
+                np.uintp(int(input_set.expected.memory[name])),
+                np.uint64(n),
+                np.float64(atol),
+                np.float64(rtol),
+                np.uintp(int(self.bad) + 4 * slot),
+                grid=(blocks, 1, 1),
+                block=(256, 1, 1),
+                stream=self.stream,
             )
 
     def free(self) -> None:
@@ -260,9 +280,11 @@ class ReferenceUnstableError(RuntimeError):
 
 def _wrong_sentence(launch: int, input_set: int, count: int) -> str:
     """What a student reads when a timed (or warm-up) launch computed a wrong answer."""
-    return (f"launch {launch} of your kernel (input set {input_set}) gave {count} outputs that "
-            "differ from the reference kernel's: every call must compute its answer from its inputs "
-            "(no results kept from an earlier call)")
+    return (
+        f"launch {launch} of your kernel (input set {input_set}) gave {count} outputs that "
+        "differ from the reference kernel's: every call must compute its answer from its inputs "
+        "(no results kept from an earlier call)"
+    )
 
 
 def clocks(backend) -> dict[str, str]:
@@ -273,7 +295,10 @@ def clocks(backend) -> dict[str, str]:
         bus = backend.device.pci_bus_id().lower()
         answer = subprocess.run(
             ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20, check=True,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError, AttributeError):
         return {}

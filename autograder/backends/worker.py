@@ -59,9 +59,17 @@ class WorkerError(RuntimeError):
 class WorkerBackend(Backend):
     """Runs ``factory()`` (a Backend) in a worker subprocess, restarted after every failure."""
 
-    def __init__(self, factory: Callable[[], Backend], name: str, capabilities: Capabilities = NOTHING,
-                 compile_s: float = 60, start_s: float = 90, memory_mb: int | None = None,
-                 command: Sequence[str] = (), stop_s: float = 5):
+    def __init__(
+        self,
+        factory: Callable[[], Backend],
+        name: str,
+        capabilities: Capabilities = NOTHING,
+        compile_s: float = 60,
+        start_s: float = 90,
+        memory_mb: int | None = None,
+        command: Sequence[str] = (),
+        stop_s: float = 5,
+    ):
         self.factory = factory
         self.name = name
         self.capabilities = capabilities
@@ -121,8 +129,13 @@ class WorkerBackend(Backend):
         serve_call = f"from autograder.backends.worker import serve; serve({child.fileno()})"
         command = [*self.command, sys.executable, "-c", serve_call]
         path = os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))
-        self._process = subprocess.Popen(command, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
-                                         start_new_session=True, env={**os.environ, "PYTHONPATH": path})
+        self._process = subprocess.Popen(
+            command,
+            pass_fds=[child.fileno()],
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "PYTHONPATH": path},
+        )
         child.close()
         self.starts += 1
         self._conn.send(sys.path)  # first, so that the factory unpickles there

@@ -17,8 +17,9 @@ def build_trap(ins, ch):
 
     def run(idx):
         lane = _first(ch, idx)
-        raise LaunchFailure(f"{where}: {ch.who(lane)} executed a trap, which aborts the whole "
-                            "kernel on a GPU")
+        raise LaunchFailure(
+            f"{where}: {ch.who(lane)} executed a trap, which aborts the whole kernel on a GPU"
+        )
 
     return run
 
@@ -37,9 +38,11 @@ def build_assertfail(ins, ch, params: list[str]):
 
         source_line = int(line[lane]) & 0xFFFFFFFF or ins.line
         where = _where(ch, text(file), source_line)
-        raise LaunchFailure(f"{where}: {ch.who(lane)} failed an assertion in {text(function)}: "
-                            f"Assertion `{text(message)}` failed, which aborts the whole kernel "
-                            "on a GPU")
+        raise LaunchFailure(
+            f"{where}: {ch.who(lane)} failed an assertion in {text(function)}: "
+            f"Assertion `{text(message)}` failed, which aborts the whole kernel "
+            "on a GPU"
+        )
 
     return run
 

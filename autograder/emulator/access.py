@@ -73,8 +73,9 @@ class Access:
             inside = here & (off >= 0) & (off <= region.nbytes - total)
             outside = np.flatnonzero(here & ~inside)
             if outside.size:
-                self._report_oob(idx, outside, off[outside] // region.itemsize, region.count,
-                                 region.name, write)
+                self._report_oob(
+                    idx, outside, off[outside] // region.itemsize, region.count, region.name, write
+                )
             aligned = inside & ((off & (total - 1)) == 0)
             self._report_misaligned(idx, a, np.flatnonzero(inside & ~aligned), total, region.name)
             pos = np.flatnonzero(aligned)
@@ -159,20 +160,25 @@ class Access:
         first = int(index[0])
         verb = "wrote" if write else "read"
         where = "past its end" if first >= bound else "before its start"
-        message = (f"{self.m.log.where(ins.line)}: {ch.who(lane)} {verb} {array}[{first}] {where} "
-                   f"({array} has {bound} elements)")
+        message = (
+            f"{self.m.log.where(ins.line)}: {ch.who(lane)} {verb} {array}[{first}] {where} "
+            f"({array} has {bound} elements)"
+        )
         tid, block = ch.thread(lane)
         kind = "out_of_bounds_write" if write else "out_of_bounds_read"
         name = None if array.startswith(("a local", "shared memory")) else array
-        self.m.log.add(Finding(kind, message, ins.line, tid, block, name or array, first, bound),
-                       int(bad.size))
+        self.m.log.add(
+            Finding(kind, message, ins.line, tid, block, name or array, first, bound), int(bad.size)
+        )
 
     def _report_unknown(self, idx, a, bad, write):
         ins, ch = self.ins, self.ch
         lane = self._lane(idx, bad[0])
         verb = "wrote" if write else "read"
-        message = (f"{self.m.log.where(ins.line)}: {ch.who(lane)} {verb} address {int(a[bad[0]]):#x}, "
-                   "which is inside no buffer (a null or uninitialised pointer?)")
+        message = (
+            f"{self.m.log.where(ins.line)}: {ch.who(lane)} {verb} address {int(a[bad[0]]):#x}, "
+            "which is inside no buffer (a null or uninitialised pointer?)"
+        )
         tid, block = ch.thread(lane)
         kind = "out_of_bounds_write" if write else "out_of_bounds_read"
         self.m.log.add(Finding(kind, message, ins.line, tid, block), int(bad.size))
@@ -182,8 +188,10 @@ class Access:
             return
         ins, ch = self.ins, self.ch
         lane = self._lane(idx, bad[0])
-        message = (f"{self.m.log.where(ins.line)}: {ch.who(lane)} accessed {array} at an address not "
-                   f"aligned to the {total}-byte access ({int(a[bad[0]]):#x})")
+        message = (
+            f"{self.m.log.where(ins.line)}: {ch.who(lane)} accessed {array} at an address not "
+            f"aligned to the {total}-byte access ({int(a[bad[0]]):#x})"
+        )
         tid, block = ch.thread(lane)
         self.m.log.add(Finding("misaligned_access", message, ins.line, tid, block, array), int(bad.size))
 
@@ -262,24 +270,31 @@ class Access:
         who = f"thread {fmt3(tid)} of block {fmt3(block)}"
         where = m.log.where(ins.line)
         if h.other_pc is None:
-            message = (f"{where}: {who} read {name}[{index}] ({as_units}) that no thread "
-                       "of its block wrote: shared memory starts as garbage")
+            message = (
+                f"{where}: {who} read {name}[{index}] ({as_units}) that no thread "
+                "of its block wrote: shared memory starts as garbage"
+            )
         else:
             other_line = m.program[h.other_pc].line
             other = "several other threads" if h.other == MANY else f"thread {fmt3(dim3(h.other, m.block))}"
             verb = "read" if h.what.startswith("read") else "wrote"
             other_verb = "read" if h.what.endswith("read") else "wrote"
-            message = (f"{where}: {who} {verb} {name}[{index}] ({as_units}), which {other} "
-                       f"{other_verb} at line {other_line} with no barrier between ({h.what} race)")
+            message = (
+                f"{where}: {who} {verb} {name}[{index}] ({as_units}), which {other} "
+                f"{other_verb} at line {other_line} with no barrier between ({h.what} race)"
+            )
         m.log.add(Finding(h.kind, message, ins.line, tid, block, name, index, bound), h.count)
 
 
 # (space, write) -> the counter names of a request: requests, values, bytes, sectors,
 # wavefronts, conflicts
 _EVENTS = {
-    (space, write): tuple(f"{space}_{'store' if write else 'load'}_{what}" for what in
-                          ("requests", "values", "bytes", "sectors", "wavefronts", "conflicts"))
-    for space in SPACES for write in (False, True)
+    (space, write): tuple(
+        f"{space}_{'store' if write else 'load'}_{what}"
+        for what in ("requests", "values", "bytes", "sectors", "wavefronts", "conflicts")
+    )
+    for space in SPACES
+    for write in (False, True)
 }
 
 
@@ -299,15 +314,21 @@ def _stored_words(shared, values, off: np.ndarray, rows: np.ndarray, per: int):
 
 def _inside_aligned(a: np.ndarray, last: int, total: int, first: int = 0) -> bool:
     """Every address in [first, last] and a multiple of ``total`` (cheap reductions only)."""
-    return (last >= first and int(a.min()) >= first and int(a.max()) <= last
-            and not int(np.bitwise_or.reduce(a)) & (total - 1))
+    return (
+        last >= first
+        and int(a.min()) >= first
+        and int(a.max()) <= last
+        and not int(np.bitwise_or.reduce(a)) & (total - 1)
+    )
 
 
 def narrow_shared_access(program: list[Instr]) -> bool:
     """Does any load or store reach shared memory with fewer than 4 bytes?"""
     return any(
-        ins.op in ("ld", "ldu", "st", "atom", "red") and space_of(ins) in ("shared", "generic")
-        and ins.types and np.dtype(DTYPES.get(ins.type, np.uint32)).itemsize < 4
+        ins.op in ("ld", "ldu", "st", "atom", "red")
+        and space_of(ins) in ("shared", "generic")
+        and ins.types
+        and np.dtype(DTYPES.get(ins.type, np.uint32)).itemsize < 4
         for ins in program
     )
 
@@ -394,8 +415,9 @@ def _ld_param(ins, ch, dt, puts, addr: Addr):
     name = addr.base.name if isinstance(addr.base, Sym) else None
     if name in ch.m.param_offset:
         offset = ch.m.param_offset[name] + addr.offset
-        values = [np.frombuffer(ch.m.params.tobytes(), dt, 1, offset + k * dt.itemsize)[0]
-                  for k in range(len(puts))]
+        values = [
+            np.frombuffer(ch.m.params.tobytes(), dt, 1, offset + k * dt.itemsize)[0] for k in range(len(puts))
+        ]
 
         def run(idx):
             for put, v in zip(puts, values, strict=False):
@@ -523,8 +545,13 @@ def atomic(view: np.ndarray, el: np.ndarray, op: str, b: np.ndarray, c=None) -> 
     return old
 
 
-_ACCUMULATE = {"min": np.minimum, "max": np.maximum, "and": np.bitwise_and,
-               "or": np.bitwise_or, "xor": np.bitwise_xor}
+_ACCUMULATE = {
+    "min": np.minimum,
+    "max": np.maximum,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+}
 
 
 def _atomic_add(view, el, b, order, se, starts, group):

@@ -29,7 +29,7 @@ def resolve(chunk) -> None:
         _report_mixed(chunk, np.flatnonzero(stuck), waiting, "deadlock")
         dead = (waiting & stuck[:, None]).reshape(-1)
         chunk.status[dead] = DONE
-    released = (chunk.status == WAIT)
+    released = chunk.status == WAIT
     lanes = np.flatnonzero(released)
     _reduce(chunk, lanes)
     chunk.status[lanes] = RUN

@@ -106,8 +106,14 @@ def build_activemask(ins, ch):
     return run
 
 
-REDUX = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and,
-         "or": np.bitwise_or, "xor": np.bitwise_xor}
+REDUX = {
+    "add": np.add,
+    "min": np.minimum,
+    "max": np.maximum,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+}
 
 
 def build_redux(ins, ch):
@@ -156,8 +162,11 @@ def build_call(ins, ch):
         for k, lane in enumerate(lanes.tolist()):
             if len(out) >= MAX_PRINTF_LINES:
                 break
-            text = printf(lambda addr, size, lane=lane: read_bytes(ch, lane, addr, size),
-                          int(fmt_reg[lane]), int(args_reg[lane]))
+            text = printf(
+                lambda addr, size, lane=lane: read_bytes(ch, lane, addr, size),
+                int(fmt_reg[lane]),
+                int(args_reg[lane]),
+            )
             out.append(text)
             lengths[k] = len(text)
         if put is not None:

@@ -70,8 +70,9 @@ class BankModel:
     def __init__(self):
         self._memo: dict[bytes, tuple[int, int]] = {}
 
-    def wavefronts(self, warps: np.ndarray, words: np.ndarray, full_warps: bool,
-                   words_per_lane: int = 1) -> tuple[int, int]:
+    def wavefronts(
+        self, warps: np.ndarray, words: np.ndarray, full_warps: bool, words_per_lane: int = 1
+    ) -> tuple[int, int]:
         """(wavefronts, minimum wavefronts) summed over the warps of one request; each lane
         reads ``words_per_lane`` consecutive words from ``words``."""
         if full_warps and words.size % 32 == 0 and words.size:

@@ -22,10 +22,12 @@ from autograder.emulator.ptx import Function, Kernel, Statement
 
 _CALL = re.compile(
     r"^(?P<guard>@!?%[\w$]+\s+)?call(?:\.uni)?\s+(?:\((?P<returns>[^)]*)\)\s*,\s*)?"
-    r"(?P<target>[%\w$]+)\s*(?:,\s*\((?P<args>[^)]*)\))?\s*(?:,\s*[\w$]+)?$", re.S,
+    r"(?P<target>[%\w$]+)\s*(?:,\s*\((?P<args>[^)]*)\))?\s*(?:,\s*[\w$]+)?$",
+    re.S,
 )
 _PARAM_ACCESS = re.compile(
-    r"^(?P<op>ld|st)\.param(?P<mods>(?:\.\w+)+)\s+(?P<a>\{[^}]*\}|[^,]+?)\s*,\s*(?P<b>.*)$", re.S,
+    r"^(?P<op>ld|st)\.param(?P<mods>(?:\.\w+)+)\s+(?P<a>\{[^}]*\}|[^,]+?)\s*,\s*(?P<b>.*)$",
+    re.S,
 )
 _ADDRESS = re.compile(r"^\[\s*([\w$]+)\s*(?:\+\s*(\d+))?\s*\]$")
 _RET = re.compile(r"^(@!?%[\w$]+\s+)?ret(?:\.uni)?$")
@@ -79,8 +81,9 @@ class _Inliner:
         self.sites = itertools.count(1)
         self.framed: set[str] = set()
 
-    def expand(self, items: list[Item], call_params, bound: dict[str, tuple[int, str]],
-               stack: tuple[str, ...]) -> list[Item]:
+    def expand(
+        self, items: list[Item], call_params, bound: dict[str, tuple[int, str]], stack: tuple[str, ...]
+    ) -> list[Item]:
         """``items`` with their calls inlined; ``bound`` maps the enclosing function's own
         parameters to (call site, caller's parameter), ``call_params`` are its call
         sequences' ``.param`` names."""
@@ -93,8 +96,9 @@ class _Inliner:
             elif access is None:
                 out.append(item)
             else:
-                out += self._pass(item, access, bound, call_params,
-                                  following[k] if access["op"] == "st" else preceding[k])
+                out += self._pass(
+                    item, access, bound, call_params, following[k] if access["op"] == "st" else preceding[k]
+                )
         return out
 
     def _pass(self, item: Statement, access, bound, call_params, site: int | None) -> list[Item]:

@@ -15,16 +15,50 @@ import numpy as np
 
 # ----- PTX types ------------------------------------------------------------------
 TYPE_BYTES = {
-    "pred": 1, "b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2,
-    "b32": 4, "u32": 4, "s32": 4, "f32": 4, "f16x2": 4, "bf16x2": 4, "tf32": 4,
-    "b64": 8, "u64": 8, "s64": 8, "f64": 8, "b128": 16,
+    "pred": 1,
+    "b8": 1,
+    "u8": 1,
+    "s8": 1,
+    "b16": 2,
+    "u16": 2,
+    "s16": 2,
+    "f16": 2,
+    "bf16": 2,
+    "b32": 4,
+    "u32": 4,
+    "s32": 4,
+    "f32": 4,
+    "f16x2": 4,
+    "bf16x2": 4,
+    "tf32": 4,
+    "b64": 8,
+    "u64": 8,
+    "s64": 8,
+    "f64": 8,
+    "b128": 16,
 }
 TYPES = frozenset(TYPE_BYTES)
 DTYPES = {
-    "s8": np.int8, "u8": np.uint8, "b8": np.uint8, "s16": np.int16, "u16": np.uint16,
-    "b16": np.uint16, "f16": np.float16, "bf16": np.uint16, "s32": np.int32, "u32": np.uint32,
-    "b32": np.uint32, "f32": np.float32, "f16x2": np.uint32, "bf16x2": np.uint32, "tf32": np.uint32,
-    "s64": np.int64, "u64": np.uint64, "b64": np.uint64, "f64": np.float64, "pred": np.bool_,
+    "s8": np.int8,
+    "u8": np.uint8,
+    "b8": np.uint8,
+    "s16": np.int16,
+    "u16": np.uint16,
+    "b16": np.uint16,
+    "f16": np.float16,
+    "bf16": np.uint16,
+    "s32": np.int32,
+    "u32": np.uint32,
+    "b32": np.uint32,
+    "f32": np.float32,
+    "f16x2": np.uint32,
+    "bf16x2": np.uint32,
+    "tf32": np.uint32,
+    "s64": np.int64,
+    "u64": np.uint64,
+    "b64": np.uint64,
+    "f64": np.float64,
+    "pred": np.bool_,
 }
 _DTYPE_OF = {name: np.dtype(t) for name, t in DTYPES.items()}
 
@@ -93,8 +127,11 @@ def immediate_bits(text: str, type_: str) -> int | float:
     body = text[1:] if neg else text
     if body[:2] in ("0f", "0F", "0d", "0D"):
         raw = int(body[2:], 16)
-        value = (struct.unpack("<f", raw.to_bytes(4, "little"))[0] if body[1] in "fF"
-                 else struct.unpack("<d", raw.to_bytes(8, "little"))[0])
+        value = (
+            struct.unpack("<f", raw.to_bytes(4, "little"))[0]
+            if body[1] in "fF"
+            else struct.unpack("<d", raw.to_bytes(8, "little"))[0]
+        )
         return -value if neg else value
     if body.endswith(("U", "u")):
         body = body[:-1]

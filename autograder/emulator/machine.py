@@ -153,8 +153,15 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
     barrier_ids.setflags(write=False)
     kinds = [instruction_kind(ins) for ins in program]
     reductions = tuple(k for k, ins in enumerate(program) if kinds[k] == BAR and "red" in ins.mods)
-    return Decoded(kernel, program, kinds, [lane_flops(ins) for ins in program], barrier_ids,
-                   1 if narrow_shared_access(program) else 4, reductions)
+    return Decoded(
+        kernel,
+        program,
+        kinds,
+        [lane_flops(ins) for ins in program],
+        barrier_ids,
+        1 if narrow_shared_access(program) else 4,
+        reductions,
+    )
 
 
 def decode_launchable(ptx: str, lowered_name: str, program: Program) -> Decoded:
@@ -269,11 +276,13 @@ class Machine:
                         chunk.release()
         except BudgetError as stop:
             ins = self.program[stop.index]
-            self.log.add(Finding(
-                "instruction_budget",
-                f"{self.log.where(ins.line)}: the kernel did not finish: {stop}",
-                line=ins.line,
-            ))
+            self.log.add(
+                Finding(
+                    "instruction_budget",
+                    f"{self.log.where(ins.line)}: the kernel did not finish: {stop}",
+                    line=ins.line,
+                )
+            )
 
     def _register_bytes(self) -> int:
         return sum(storage_dtype(t).itemsize for t in self.kernel.registers.values()) + 8 * len(
@@ -281,8 +290,9 @@ class Machine:
         )
 
     def over_budget(self, index: int) -> BudgetError:
-        return BudgetError(index, f"it ran past the budget of {self.budget:,} instructions "
-                                  "(an endless loop?)")
+        return BudgetError(
+            index, f"it ran past the budget of {self.budget:,} instructions (an endless loop?)"
+        )
 
     def check_time(self, index: int) -> None:
         if time.monotonic() > self.deadline:
@@ -327,8 +337,10 @@ class Chunk:
         # per instruction: (executor, kind, guard); branches, exits and barriers are the
         # scheduler's and have no executor; the others' are built when they first run
         # (about 40% of a program's instructions never run in a given launch)
-        self.plan = [(self._deferred(k) if kind <= SIDE else None, kind, self._guard(ins.guard))
-                     for k, (ins, kind) in enumerate(zip(machine.program, machine.kinds, strict=True))]
+        self.plan = [
+            (self._deferred(k) if kind <= SIDE else None, kind, self._guard(ins.guard))
+            for k, (ins, kind) in enumerate(zip(machine.program, machine.kinds, strict=True))
+        ]
 
     def _deferred(self, k: int):
         def first_run(idx):
@@ -447,8 +459,11 @@ class Chunk:
             if off == 0:
                 return lambda idx: base if idx is None else base[idx]
             return lambda idx: (base if idx is None else base[idx]) + off
-        value = (self.m.symbol_value(addr.base.name) if isinstance(addr.base, Sym)
-                 else int(immediate_bits(addr.base.text, ""))) + addr.offset
+        value = (
+            self.m.symbol_value(addr.base.name)
+            if isinstance(addr.base, Sym)
+            else int(immediate_bits(addr.base.text, ""))
+        ) + addr.offset
         n = self.n
         return lambda idx: np.full(n if idx is None else idx.size, value, np.int64)
 
@@ -595,7 +610,7 @@ class Chunk:
                     if n_run == 0 or sel_n == act_n:
                         converged = False
                         continue
-                    act = (np.flatnonzero(status == RUN) if act is None else act[status[act] == RUN])
+                    act = np.flatnonzero(status == RUN) if act is None else act[status[act] == RUN]
                     act_n = act.size
                     act_warps = warp_count(warp_of[act])
                     dense = dense and kind == EXIT
@@ -668,9 +683,9 @@ def dims_of(linear: np.ndarray, dims) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 def _converting_getter(storage: np.ndarray, dtype: np.dtype):
     """Read a register of another width: integers truncate or extend, as PTX allows."""
+
     def get(idx):
         values = storage if idx is None else storage[idx]
         return values.astype(dtype)
+
     return get
-
-

@@ -76,8 +76,13 @@ def _packed_types(ins: Instr, builder):
 
 
 HALF_PAIR_OPS = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "min": np.fmin, "max": np.fmax,
-    "neg": np.negative, "abs": np.abs,
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "min": np.fmin,
+    "max": np.fmax,
+    "neg": np.negative,
+    "abs": np.abs,
     "fma": lambda a, b, c: a.astype(np.float64) * b + c,
 }
 
@@ -100,8 +105,9 @@ def build_half_pairs(ins: Instr, ch):
 
 
 # ----- building blocks ------------------------------------------------------------
-def lanewise(ins: Instr, ch, fn, src_type: str | None = None, dst_type: str | None = None,
-             n_src: int | None = None):
+def lanewise(
+    ins: Instr, ch, fn, src_type: str | None = None, dst_type: str | None = None, n_src: int | None = None
+):
     """``d = fn(a, b, ...)`` for the lanes of one instruction."""
     st = dtype_of(src_type or ins.type)
     dt = dtype_of(dst_type or src_type or ins.type)
@@ -153,8 +159,9 @@ def _saturating(ins, ch, fn):
     """``.sat`` on s32: compute in int64 and clamp (float .sat clamps to [0, 1])."""
     if dtype_of(ins.type).kind == "f":
         return lanewise(ins, ch, lambda a, b: np.clip(fn(a, b), 0, 1))
-    return lanewise(ins, ch, lambda a, b: np.clip(fn(a.astype(np.int64), b.astype(np.int64)),
-                                                  -(2**31), 2**31 - 1))
+    return lanewise(
+        ins, ch, lambda a, b: np.clip(fn(a.astype(np.int64), b.astype(np.int64)), -(2**31), 2**31 - 1)
+    )
 
 
 def build_add(ins, ch):
@@ -316,8 +323,17 @@ def build_shl(ins, ch):
     dt = dtype_of(ins.type)
     bits = 8 * dt.itemsize
     # PTX clamps shift amounts >= the width (the result is 0); numpy's would be undefined.
-    return lanewise(ins, ch, lambda a, b: np.where(b >= bits, 0, a << (b % bits).astype(dt)).astype(dt),
-                    n_src=2, src_type=None) if not _small_imm(ins, bits) else ufunc_op(np.left_shift)(ins, ch)
+    return (
+        lanewise(
+            ins,
+            ch,
+            lambda a, b: np.where(b >= bits, 0, a << (b % bits).astype(dt)).astype(dt),
+            n_src=2,
+            src_type=None,
+        )
+        if not _small_imm(ins, bits)
+        else ufunc_op(np.left_shift)(ins, ch)
+    )
 
 
 def build_shr(ins, ch):
@@ -349,8 +365,9 @@ def popcount(a):
 
 def build_clz(ins, ch):
     bits = 8 * dtype_of(ins.type).itemsize
-    return lanewise(ins, ch, lambda a: (bits - bit_length(a)).astype(np.uint32), src_type=ins.type,
-                    dst_type="u32")
+    return lanewise(
+        ins, ch, lambda a: (bits - bit_length(a)).astype(np.uint32), src_type=ins.type, dst_type="u32"
+    )
 
 
 def bit_length(a):
@@ -395,8 +412,13 @@ def build_bfind(ins, ch):
 def build_sad(ins, ch):
     dt = dtype_of(ins.type)
     wide = np.int64 if dt.kind == "i" else np.uint64
-    return lanewise(ins, ch, lambda a, b, c: (np.abs(a.astype(np.int64) - b.astype(np.int64)).astype(wide)
-                                              + c.astype(wide)).astype(dt))
+    return lanewise(
+        ins,
+        ch,
+        lambda a, b, c: (
+            np.abs(a.astype(np.int64) - b.astype(np.int64)).astype(wide) + c.astype(wide)
+        ).astype(dt),
+    )
 
 
 def build_bfe(ins, ch):
@@ -457,8 +479,9 @@ def build_prmt(ins, ch):
         for k in range(4):
             s = (sel >> np.uint64(4 * k)) & np.uint64(0xF)
             byte = (both >> ((s & np.uint64(7)) * np.uint64(8))) & np.uint64(0xFF)
-            byte = np.where(s & np.uint64(8), np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0)),
-                            byte)
+            byte = np.where(
+                s & np.uint64(8), np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0)), byte
+            )
             out |= byte << np.uint64(8 * k)
         put(idx, out.astype(np.uint32))
 
@@ -483,15 +506,23 @@ def build_shf(ins, ch):
 
 
 COMPARE = {
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-    "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "lo": np.less,
+    "ls": np.less_equal,
+    "hi": np.greater,
     "hs": np.greater_equal,
 }
 
 
 def compare_fn(ins: Instr):
-    cmp = next(m for m in ins.mods if m in COMPARE or (m.endswith("u") and m[:-1] in COMPARE)
-               or m in ("num", "nan"))
+    cmp = next(
+        m for m in ins.mods if m in COMPARE or (m.endswith("u") and m[:-1] in COMPARE) or m in ("num", "nan")
+    )
     if cmp == "num":
         return lambda a, b: ~(np.isnan(a) | np.isnan(b))
     if cmp == "nan":
@@ -518,8 +549,14 @@ def build_setp(ins, ch):
     puts = [ch.dst(d, np.bool_) for d in dsts]
     d_view = ch.view(dsts[0], np.bool_)
     a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
-    if len(dsts) == 1 and combine is None and d_view is not None and isinstance(fn, np.ufunc) \
-            and a_full is not None and b_full is not None:
+    if (
+        len(dsts) == 1
+        and combine is None
+        and d_view is not None
+        and isinstance(fn, np.ufunc)
+        and a_full is not None
+        and b_full is not None
+    ):
 
         def fast(idx):
             if idx is None:
@@ -549,8 +586,14 @@ def build_set(ins, ch):
     dst_type, src_type = ins.types[0], ins.types[-1]
     dt = dtype_of(dst_type)
     true = np.float32(1.0) if dt.kind == "f" else np.array(-1).astype(dt)
-    return lanewise(ins, ch, lambda a, b: np.where(fn(a, b), true, dt.type(0)).astype(dt),
-                    src_type=src_type, dst_type=dst_type, n_src=2)
+    return lanewise(
+        ins,
+        ch,
+        lambda a, b: np.where(fn(a, b), true, dt.type(0)).astype(dt),
+        src_type=src_type,
+        dst_type=dst_type,
+        n_src=2,
+    )
 
 
 def build_selp(ins, ch):
@@ -597,10 +640,16 @@ def build_cvta(ins, ch):
     base = window.get(space, 0)
     dt = dtype_of(ins.type)
     if "to" in ins.mods:  # generic -> space address (wrapping, then truncated to the type)
-        return lanewise(ins, ch, lambda a: (a.astype(np.uint64) - np.uint64(base)).astype(dt) if base else a,
-                        src_type="u64", dst_type=ins.type)
-    return lanewise(ins, ch, lambda a: a.astype(np.uint64) + np.uint64(base), src_type=ins.type,
-                    dst_type="u64")
+        return lanewise(
+            ins,
+            ch,
+            lambda a: (a.astype(np.uint64) - np.uint64(base)).astype(dt) if base else a,
+            src_type="u64",
+            dst_type=ins.type,
+        )
+    return lanewise(
+        ins, ch, lambda a: a.astype(np.uint64) + np.uint64(base), src_type=ins.type, dst_type="u64"
+    )
 
 
 # ----- conversions ---------------------------------------------------------------
@@ -612,10 +661,16 @@ def build_cvt(ins, ch):
     rounding = next((m for m in ins.mods if m in ROUNDING), None)
     sat = "sat" in ins.mods
     if "bf16" in (dst_type, src_type) or "bf16x2" in (dst_type, src_type):
-        return lanewise(ins, ch, lambda a: convert_bf16(a, dst_type, src_type), src_type=src_type,
-                        dst_type=dst_type if dst_type != "bf16" else "u16")
-    return lanewise(ins, ch, lambda a: convert(a, dst_type, src_type, rounding, sat), src_type=src_type,
-                    dst_type=dst_type)
+        return lanewise(
+            ins,
+            ch,
+            lambda a: convert_bf16(a, dst_type, src_type),
+            src_type=src_type,
+            dst_type=dst_type if dst_type != "bf16" else "u16",
+        )
+    return lanewise(
+        ins, ch, lambda a: convert(a, dst_type, src_type, rounding, sat), src_type=src_type, dst_type=dst_type
+    )
 
 
 def convert(a, dst_type: str, src_type: str, rounding: str | None, sat: bool):
@@ -636,8 +691,9 @@ def convert(a, dst_type: str, src_type: str, rounding: str | None, sat: bool):
         return a.astype(dt)
     if sat:
         info = np.iinfo(dt)
-        return np.clip(a.astype(np.float64) if st.itemsize == 8 else a.astype(np.int64), info.min,
-                       info.max).astype(dt)
+        return np.clip(
+            a.astype(np.float64) if st.itemsize == 8 else a.astype(np.int64), info.min, info.max
+        ).astype(dt)
     return a.astype(dt)  # integer truncation or sign/zero extension by the source's type
 
 
@@ -675,10 +731,13 @@ def build_nop(ins, ch):
 
 
 def build_testp(ins, ch):
-    kind = next(m for m in ins.mods if m in ("finite", "infinite", "number", "notanumber", "normal",
-                                              "subnormal"))
+    kind = next(
+        m for m in ins.mods if m in ("finite", "infinite", "number", "notanumber", "normal", "subnormal")
+    )
     tests = {
-        "finite": np.isfinite, "infinite": np.isinf, "number": lambda a: ~np.isnan(a),
+        "finite": np.isfinite,
+        "infinite": np.isinf,
+        "number": lambda a: ~np.isnan(a),
         "notanumber": np.isnan,
         "normal": lambda a: np.isfinite(a) & (np.abs(a) >= np.finfo(a.dtype).tiny),
         "subnormal": lambda a: (a != 0) & (np.abs(a) < np.finfo(a.dtype).tiny),
@@ -691,31 +750,89 @@ def build_copysign(ins, ch):
 
 
 OPS = {
-    "add": build_add, "sub": build_sub, "mul": build_mul, "mad": build_mad, "fma": build_fma,
-    "div": build_div, "rem": build_rem, "min": build_min, "max": build_max, "abs": build_abs,
-    "neg": build_neg, "not": build_not, "cnot": build_cnot,
-    "and": _logic(np.bitwise_and, np.logical_and), "or": _logic(np.bitwise_or, np.logical_or),
+    "add": build_add,
+    "sub": build_sub,
+    "mul": build_mul,
+    "mad": build_mad,
+    "fma": build_fma,
+    "div": build_div,
+    "rem": build_rem,
+    "min": build_min,
+    "max": build_max,
+    "abs": build_abs,
+    "neg": build_neg,
+    "not": build_not,
+    "cnot": build_cnot,
+    "and": _logic(np.bitwise_and, np.logical_and),
+    "or": _logic(np.bitwise_or, np.logical_or),
     "xor": _logic(np.bitwise_xor, np.logical_xor),
-    "shl": build_shl, "shr": build_shr, "popc": build_popc, "clz": build_clz, "brev": build_brev,
-    "bfe": build_bfe, "shf": build_shf, "bfind": build_bfind, "sad": build_sad, "bfi": build_bfi,
+    "shl": build_shl,
+    "shr": build_shr,
+    "popc": build_popc,
+    "clz": build_clz,
+    "brev": build_brev,
+    "bfe": build_bfe,
+    "shf": build_shf,
+    "bfind": build_bfind,
+    "sad": build_sad,
+    "bfi": build_bfi,
     "prmt": build_prmt,
-    "setp": build_setp, "set": build_set, "selp": build_selp, "mov": build_mov, "cvt": build_cvt,
-    "cvta": build_cvta, "testp": build_testp, "copysign": build_copysign,
+    "setp": build_setp,
+    "set": build_set,
+    "selp": build_selp,
+    "mov": build_mov,
+    "cvt": build_cvt,
+    "cvta": build_cvta,
+    "testp": build_testp,
+    "copysign": build_copysign,
     "rcp": build_math(lambda a: (1 / a).astype(a.dtype)),
     "sqrt": build_math(np.sqrt),
     "rsqrt": build_math(lambda a: (1 / np.sqrt(a)).astype(a.dtype)),
-    "ex2": build_math(np.exp2), "lg2": build_math(np.log2),
-    "sin": build_math(np.sin), "cos": build_math(np.cos), "tanh": build_math(np.tanh),
-    "ld": access.build_ld, "ldu": access.build_ld, "st": access.build_st,
-    "atom": access.build_atom, "red": access.build_atom,
-    "shfl": collective.build_shfl, "vote": collective.build_vote,
-    "activemask": collective.build_activemask, "redux": collective.build_redux,
-    "bar": collective.build_bar_warp, "barrier": collective.build_bar_warp,
-    "call": collective.build_call, "wmma": wmma.build_wmma, "cp": access.build_cp_async,
-    "membar": build_nop, "fence": build_nop, "prefetch": build_nop, "prefetchu": build_nop,
-    "nanosleep": build_nop, "pmevent": build_nop, "trap": aborts.build_trap,
-    "bra": build_unknown_branch, "brx": build_unknown_branch,
+    "ex2": build_math(np.exp2),
+    "lg2": build_math(np.log2),
+    "sin": build_math(np.sin),
+    "cos": build_math(np.cos),
+    "tanh": build_math(np.tanh),
+    "ld": access.build_ld,
+    "ldu": access.build_ld,
+    "st": access.build_st,
+    "atom": access.build_atom,
+    "red": access.build_atom,
+    "shfl": collective.build_shfl,
+    "vote": collective.build_vote,
+    "activemask": collective.build_activemask,
+    "redux": collective.build_redux,
+    "bar": collective.build_bar_warp,
+    "barrier": collective.build_bar_warp,
+    "call": collective.build_call,
+    "wmma": wmma.build_wmma,
+    "cp": access.build_cp_async,
+    "membar": build_nop,
+    "fence": build_nop,
+    "prefetch": build_nop,
+    "prefetchu": build_nop,
+    "nanosleep": build_nop,
+    "pmevent": build_nop,
+    "trap": aborts.build_trap,
+    "bra": build_unknown_branch,
+    "brx": build_unknown_branch,
 }
-PURE_OPS = frozenset(OPS) - {"ld", "ldu", "st", "atom", "red", "shfl", "vote", "activemask",
-                             "redux", "bar", "barrier", "call", "wmma", "cp", "trap",
-                             "bra", "brx"}
+PURE_OPS = frozenset(OPS) - {
+    "ld",
+    "ldu",
+    "st",
+    "atom",
+    "red",
+    "shfl",
+    "vote",
+    "activemask",
+    "redux",
+    "bar",
+    "barrier",
+    "call",
+    "wmma",
+    "cp",
+    "trap",
+    "bra",
+    "brx",
+}

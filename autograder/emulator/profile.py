@@ -19,8 +19,10 @@ COLUMNS = (
     ("warp instr", ("warp_instructions",)),
     ("flops", ("flops",)),
 )
-CONFLICTS = {"shared_load_wavefronts": "shared_load_conflicts",
-             "shared_store_wavefronts": "shared_store_conflicts"}
+CONFLICTS = {
+    "shared_load_wavefronts": "shared_load_conflicts",
+    "shared_store_wavefronts": "shared_store_conflicts",
+}
 SOURCE_WIDTH = 60
 
 
@@ -36,8 +38,18 @@ def profile_data(result: LaunchResult, source: str, filename: str) -> dict:
             for line, row in sorted(counters.by_line.items())
         ],
         "findings": [
-            {"kind": f.kind, "check": f.check, "message": f.message, "line": f.line, "thread": f.thread,
-             "block": f.block, "array": f.array, "index": f.index, "bound": f.bound, "others": f.others}
+            {
+                "kind": f.kind,
+                "check": f.check,
+                "message": f.message,
+                "line": f.line,
+                "thread": f.thread,
+                "block": f.block,
+                "array": f.array,
+                "index": f.index,
+                "bound": f.bound,
+                "others": f.others,
+            }
             for f in result.findings
         ],
         "stdout": result.stdout,
@@ -48,15 +60,16 @@ def profile_table(result: LaunchResult, source: str, filename: str) -> str:
     """A plain-text table: one row per source line that did any work, then totals, findings."""
     data = profile_data(result, source, filename)
     header = ["line", *(h for h, _ in COLUMNS), "source"]
-    rows = [[str(r["line"]), *(_cell(r, names) for _, names in COLUMNS), r["source"]]
-            for r in data["lines"]]
+    rows = [[str(r["line"]), *(_cell(r, names) for _, names in COLUMNS), r["source"]] for r in data["lines"]]
     rows.append(["total", *(_cell(data["totals"], names) for _, names in COLUMNS), ""])
     widths = [max(len(row[k]) for row in [header, *rows]) for k in range(len(header))]
     out = [_join(header, widths), _join(["-" * w for w in widths], widths)]
     out += [_join(row, widths) for row in rows]
     out.append("")
-    out.append("Counts are per warp request (ld/st req), 32-byte sectors, scalar values, shared-memory "
-               "wavefronts (+ extra ones from bank conflicts), block barriers, warp instructions, flops.")
+    out.append(
+        "Counts are per warp request (ld/st req), 32-byte sectors, scalar values, shared-memory "
+        "wavefronts (+ extra ones from bank conflicts), block barriers, warp instructions, flops."
+    )
     if data["findings"]:
         out.append("")
         out.append(f"Findings ({len(data['findings'])}):")

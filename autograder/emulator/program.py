@@ -14,8 +14,21 @@ from autograder.emulator.isa import TYPES, Addr, Imm, Instr, Operand, Reg, Sreg,
 from autograder.emulator.ptx import Kernel, parse_kernel
 
 SPECIAL_PREFIXES = (
-    "%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%smid", "%nsmid",
-    "%gridid", "%lanemask", "%clock", "%globaltimer", "%dynamic_smem_size", "%total_smem_size",
+    "%tid",
+    "%ntid",
+    "%ctaid",
+    "%nctaid",
+    "%laneid",
+    "%warpid",
+    "%nwarpid",
+    "%smid",
+    "%nsmid",
+    "%gridid",
+    "%lanemask",
+    "%clock",
+    "%globaltimer",
+    "%dynamic_smem_size",
+    "%total_smem_size",
 )
 _ADDR = re.compile(r"^\[\s*([^\]+]+?)\s*(?:\+\s*(-?\s*(?:0x)?[0-9a-fA-F]+))?\s*\]$")
 

@@ -22,6 +22,7 @@ _ENTRY = re.compile(r"\.entry\s+([\w$]+)\s*\((.*)\)", re.S)
 _FUNC = re.compile(r"\.func\s+(?:\((?P<returns>[^)]*)\)\s*)?(?P<name>[\w$]+)\s*(?:\((?P<params>.*)\))?", re.S)
 _LABEL = re.compile(r"^([\w$.]+):\s*(.*)$")  # a label, alone or before a statement
 
+
 @dataclass
 class Variable:
     """A ``.global``/``.const``/``.shared``/``.local`` variable (module or kernel scope)."""
@@ -116,8 +117,13 @@ def parse_variable(text: str) -> Variable | None:
     n = 1 if count is None else (int(count) if count else 0)
     init = _initializer(match["init"], type_, elem, n) if match["init"] else None
     return Variable(
-        name=match["name"], space=match["space"], type=type_, size=n * elem,
-        align=int(match["align"] or elem), init=init, extern=bool(match["extern"]),
+        name=match["name"],
+        space=match["space"],
+        type=type_,
+        size=n * elem,
+        align=int(match["align"] or elem),
+        init=init,
+        extern=bool(match["extern"]),
     )
 
 

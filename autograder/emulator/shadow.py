@@ -59,22 +59,31 @@ class SharedShadow:
         state = _gather(self.state, rows, per)
         hazards = []
         if state.min() != CLEAN or state.max() != CLEAN:
-            hazards += _first(state == NEVER, "uninitialized_shared_read", "uninitialised", rows, threads,
-                              per, None, None)
+            hazards += _first(
+                state == NEVER, "uninitialized_shared_read", "uninitialised", rows, threads, per, None, None
+            )
             raw = (state >= 0) & (state != _per_word(threads, per))
             if raw.any():
                 j = int(np.argmax(raw))
                 word = _word(rows, per, j)
-                hazards.append(Hazard("shared_race", "read-after-write", word, int(threads[j // per]),
-                                      int(state.flat[j]), int(self.write_pc[word]), int(raw.sum())))
+                hazards.append(
+                    Hazard(
+                        "shared_race",
+                        "read-after-write",
+                        word,
+                        int(threads[j // per]),
+                        int(state.flat[j]),
+                        int(self.write_pc[word]),
+                        int(raw.sum()),
+                    )
+                )
         self.log.append((rows, threads, per, pc))
         self.logged += rows.size * per
         if self.logged > LOG_LIMIT:
             self._fold()
         return hazards
 
-    def write(self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int,
-              stored=None) -> list[Hazard]:
+    def write(self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int, stored=None) -> list[Hazard]:
         """``stored()``, when given and called before the store lands, returns the (lanes,
         per) words about to be written and those in memory: a word rewritten with the
         value it holds is no write-after-write (racecheck rates it harmless)."""
@@ -88,8 +97,17 @@ class SharedShadow:
         if waw.any():
             j = int(np.argmax(waw))
             word = _word(rows, per, j)
-            hazards.append(Hazard("shared_race", "write-after-write", word, int(threads[j // per]),
-                                  int(state.flat[j]), int(self.write_pc[word]), int(waw.sum())))
+            hazards.append(
+                Hazard(
+                    "shared_race",
+                    "write-after-write",
+                    word,
+                    int(threads[j // per]),
+                    int(state.flat[j]),
+                    int(self.write_pc[word]),
+                    int(waw.sum()),
+                )
+            )
         hazards += self._after_reads(rows, threads, per)
         _scatter(self.state, rows, per, mine)
         clash = _gather(self.state, rows, per) != mine
@@ -98,8 +116,17 @@ class SharedShadow:
         if clash.any():  # two threads of this instruction wrote one word
             j = int(np.argmax(clash))
             word = _word(rows, per, j)
-            hazards.append(Hazard("shared_race", "write-after-write", word, int(threads[j // per]),
-                                  int(self.state[word]), pc, int(clash.sum())))
+            hazards.append(
+                Hazard(
+                    "shared_race",
+                    "write-after-write",
+                    word,
+                    int(threads[j // per]),
+                    int(self.state[word]),
+                    pc,
+                    int(clash.sum()),
+                )
+            )
         _scatter(self.write_pc, rows, per, pc)
         return hazards
 
@@ -116,8 +143,17 @@ class SharedShadow:
             if war.any():
                 j = int(np.argmax(war))
                 word = _word(rows, per, j)
-                hazards.append(Hazard("shared_race", "write-after-read", word, int(threads[j // per]),
-                                      int(readers.flat[j]), int(self.read_pc[word]), int(war.sum())))
+                hazards.append(
+                    Hazard(
+                        "shared_race",
+                        "write-after-read",
+                        word,
+                        int(threads[j // per]),
+                        int(readers.flat[j]),
+                        int(self.read_pc[word]),
+                        int(war.sum()),
+                    )
+                )
         if not self.log:
             return hazards
         if self._scratch is None:
@@ -129,9 +165,17 @@ class SharedShadow:
             war = (writer != _FREE) & (writer != _per_word(readers, read_per))
             if war.any():
                 j = int(np.argmax(war))
-                hazards.append(Hazard("shared_race", "write-after-read", _word(read_rows, read_per, j),
-                                      int(writer.flat[j]), int(readers[j // read_per]), read_pc,
-                                      int(war.sum())))
+                hazards.append(
+                    Hazard(
+                        "shared_race",
+                        "write-after-read",
+                        _word(read_rows, read_per, j),
+                        int(writer.flat[j]),
+                        int(readers[j // read_per]),
+                        read_pc,
+                        int(war.sum()),
+                    )
+                )
         _scatter(scratch, rows, per, _FREE)
         return hazards
 
@@ -222,5 +266,4 @@ def _first(mask, kind, what, rows, threads, per, other, other_pc) -> list[Hazard
     if not mask.any():
         return []
     j = int(np.argmax(mask))
-    return [Hazard(kind, what, _word(rows, per, j), int(threads[j // per]), other, other_pc,
-                   int(mask.sum()))]
+    return [Hazard(kind, what, _word(rows, per, j), int(threads[j // per]), other, other_pc, int(mask.sum()))]

@@ -121,8 +121,11 @@ def _build_transfer(ins, ch, write: bool):
         addresses, owners = _addresses(ins, rows, get_addr, get_stride, idx, size)
         groups = access.locate(owners, addresses, size, write, size)
         access.count(owners, addresses, size, 1, write)
-        values = (_gather_fragment(regs, rows, halves).reshape(-1).astype(dtype) if write
-                  else np.zeros(addresses.size, dtype))
+        values = (
+            _gather_fragment(regs, rows, halves).reshape(-1).astype(dtype)
+            if write
+            else np.zeros(addresses.size, dtype)
+        )
         for buf, pos, off in groups:
             every = slice(None) if pos is None else pos
             if write:

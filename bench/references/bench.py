@@ -55,8 +55,8 @@ VECTOR_ADD_BODIES = {
 }
 VECTOR_ADD_VARIANTS = {
     label: "__global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,\n"
-           "                           float* __restrict__ c, int n) {\n"
-           f"    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    {body}\n}}\n"
+    "                           float* __restrict__ c, int n) {\n"
+    f"    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    {body}\n}}\n"
     for label, body in VECTOR_ADD_BODIES.items()
 }
 # window_sum kernels beside the reference: the lecture's shared-memory kernel without the L2
@@ -84,8 +84,12 @@ VARIANT: dict[str, str] = {}  # assignment -> source to use instead of the refer
 def kernel(name: str, shared_bytes: int = 0, **defines):
     """The compiled kernel, allowed ``shared_bytes`` of dynamic shared memory."""
     source = VARIANT.get(name) or (ROOT / "reference" / f"{name}.cu").read_text()
-    options = ("--std=c++17", "-lineinfo", "-I/usr/local/cuda/include",
-               *(f"-D{k}={v}" for k, v in defines.items()))
+    options = (
+        "--std=c++17",
+        "-lineinfo",
+        "-I/usr/local/cuda/include",
+        *(f"-D{k}={v}" for k, v in defines.items()),
+    )
     module = cp.RawModule(code=source, options=options, name_expressions=(name,))
     function = module.get_function(name)
     if shared_bytes > 48 * 1024:  # past 48 KiB a kernel must opt in
@@ -130,13 +134,22 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 def record(what: str, case: str, ms: float | None, err: float, work: float, unit: str, roof: float | None):
     rate = work / (ms * 1e-3) if ms else float("nan")
-    row = {"what": what, "case": case, "ms": ms, "rel_err": err, "rate": rate, "unit": unit,
-           "roof": roof, "fraction": rate / roof if roof else None}
+    row = {
+        "what": what,
+        "case": case,
+        "ms": ms,
+        "rel_err": err,
+        "rate": rate,
+        "unit": unit,
+        "roof": roof,
+        "fraction": rate / roof if roof else None,
+    }
     ROWS.append(row)
     frac = f"{100 * row['fraction']:.1f} %" if row["fraction"] else ""
     shown = ms or float("nan")
-    print(f"{what:40s} {case:24s} {shown:9.3f} ms  {rate / 1e12:8.2f} {unit}  err {err:.1e}  {frac}",
-          flush=True)
+    print(
+        f"{what:40s} {case:24s} {shown:9.3f} ms  {rate / 1e12:8.2f} {unit}  err {err:.1e}  {frac}", flush=True
+    )
 
 
 def guarded(fn):
@@ -146,10 +159,12 @@ def guarded(fn):
         except Exception:
             print(f"FAILED {fn.__name__}{args}{kwargs}", flush=True)
             traceback.print_exc()
+
     return run
 
 
 # --- roofs ----------------------------------------------------------------------------------
+
 
 @functools.cache
 def copy_roof(n: int = 1 << 28) -> float:
@@ -179,6 +194,7 @@ def hgemm_roof(M: int, N: int, K: int) -> float:
 
 
 # --- memory-bound kernels ---------------------------------------------------------------------
+
 
 @guarded
 def vector_add(n: int, roof: float, label: str = "vector_add", **defines):
@@ -235,6 +251,7 @@ def reduction(n: int, T: int, G: int, roof: float):
 
 # --- GEMMs ------------------------------------------------------------------------------------
 
+
 def atb_case(M, N, K, dtype=torch.float32):
     """The lecture's layout C = AᵀB: A is K x M, B is K x N."""
     A, B = rand(K, M, dtype=dtype), rand(K, N, dtype=dtype)
@@ -248,8 +265,20 @@ def ab_case(M, N, K, dtype=torch.float32):
 
 
 @guarded
-def product(name: str, case, M: int, N: int, K: int, roof: float, block, grid, dtype=torch.float32,
-            reps=10, shared_bytes=0, **defines):
+def product(
+    name: str,
+    case,
+    M: int,
+    N: int,
+    K: int,
+    roof: float,
+    block,
+    grid,
+    dtype=torch.float32,
+    reps=10,
+    shared_bytes=0,
+    **defines,
+):
     """Time one matrix-product kernel on fresh inputs from ``case`` and record it against ``roof``."""
     f = kernel(name, shared_bytes, **defines)
     A, B, want = case(M, N, K, dtype)
@@ -289,9 +318,24 @@ def gemm_tiled(M, N, K, T, roof):
 def gemm_tensor_core(M, N, K, roof, WARPS_M=2, WARPS_N=2, FRAG_M=4, FRAG_N=4, BK=64, STAGES=2, MIN_BLOCKS=3):
     BM, BN, NT = 16 * FRAG_M * WARPS_M, 16 * FRAG_N * WARPS_N, 32 * WARPS_M * WARPS_N
     shared_bytes = STAGES * (BM * (BK + 8) + BK * (BN + 8)) * 2  # the reference's ring of buffers
-    gemm("gemm_tensor_core", M, N, K, roof, (NT,), (cdiv(N, BN), cdiv(M, BM)), dtype=torch.half,
-         shared_bytes=shared_bytes, WARPS_M=WARPS_M, WARPS_N=WARPS_N, FRAG_M=FRAG_M, FRAG_N=FRAG_N,
-         BK=BK, STAGES=STAGES, MIN_BLOCKS=MIN_BLOCKS)
+    gemm(
+        "gemm_tensor_core",
+        M,
+        N,
+        K,
+        roof,
+        (NT,),
+        (cdiv(N, BN), cdiv(M, BM)),
+        dtype=torch.half,
+        shared_bytes=shared_bytes,
+        WARPS_M=WARPS_M,
+        WARPS_N=WARPS_N,
+        FRAG_M=FRAG_M,
+        FRAG_N=FRAG_N,
+        BK=BK,
+        STAGES=STAGES,
+        MIN_BLOCKS=MIN_BLOCKS,
+    )
 
 
 def check_ragged() -> None:
@@ -358,8 +402,17 @@ def bench_fp32_gemm() -> None:
     matmul_naive(2048, 2048, 2048, s4096)
     for V in (2, 4):
         matmul_register_tile(4096, 4096, 4096, V, s4096)
-    for L, V, S in ((32, 4, 8), (64, 4, 8), (64, 8, 8), (64, 8, 16), (128, 8, 8), (128, 8, 16),
-                    (128, 8, 4), (128, 4, 8), (64, 4, 16)):
+    for L, V, S in (
+        (32, 4, 8),
+        (64, 4, 8),
+        (64, 8, 8),
+        (64, 8, 16),
+        (128, 8, 8),
+        (128, 8, 16),
+        (128, 8, 4),
+        (128, 4, 8),
+        (64, 4, 16),
+    ):
         matmul_block_tile(4096, 4096, 4096, L, V, S, s4096)
     matmul_block_tile(2053, 2039, 2048, 128, 8, 8, s4096)
     for T in (8, 16, 32):
@@ -372,12 +425,16 @@ def bench_fp32_gemm() -> None:
 # BK = 64, 2 stages, 3 blocks per multiprocessor): warp tiles 64 x 32 and 32 x 64, 8 and 16
 # warps, 128 x 256 and 256 x 128 block tiles, deeper rings.
 TENSOR_CORE_SWEEP = (
-    {}, {"STAGES": 3, "MIN_BLOCKS": 2}, {"BK": 32, "STAGES": 3}, {"BK": 32, "STAGES": 2},
-    {"WARPS_N": 4, "FRAG_N": 2, "MIN_BLOCKS": 1}, {"WARPS_N": 4, "FRAG_N": 2, "STAGES": 3, "MIN_BLOCKS": 1},
+    {},
+    {"STAGES": 3, "MIN_BLOCKS": 2},
+    {"BK": 32, "STAGES": 3},
+    {"BK": 32, "STAGES": 2},
+    {"WARPS_N": 4, "FRAG_N": 2, "MIN_BLOCKS": 1},
+    {"WARPS_N": 4, "FRAG_N": 2, "STAGES": 3, "MIN_BLOCKS": 1},
     {"WARPS_N": 4, "FRAG_N": 2, "BK": 32, "STAGES": 4, "MIN_BLOCKS": 1},
-    {"WARPS_M": 4, "WARPS_N": 4, "FRAG_N": 2, "MIN_BLOCKS": 1},                # 256 x 128
-    {"WARPS_M": 4, "WARPS_N": 4, "FRAG_M": 2, "MIN_BLOCKS": 1},                # 128 x 256
-    {"WARPS_M": 4, "MIN_BLOCKS": 1},                                           # 256 x 128
+    {"WARPS_M": 4, "WARPS_N": 4, "FRAG_N": 2, "MIN_BLOCKS": 1},  # 256 x 128
+    {"WARPS_M": 4, "WARPS_N": 4, "FRAG_M": 2, "MIN_BLOCKS": 1},  # 128 x 256
+    {"WARPS_M": 4, "MIN_BLOCKS": 1},  # 256 x 128
 )
 
 
@@ -389,8 +446,12 @@ def bench_tensor_core() -> None:
     gemm_tensor_core(2053, 2039, 2048, h4096)
 
 
-SECTIONS = {"vector_add": bench_vector_add, "memory": bench_memory, "fp32_gemm": bench_fp32_gemm,
-            "tensor_core": bench_tensor_core}
+SECTIONS = {
+    "vector_add": bench_vector_add,
+    "memory": bench_memory,
+    "fp32_gemm": bench_fp32_gemm,
+    "tensor_core": bench_tensor_core,
+}
 
 
 def main() -> None:
@@ -413,8 +474,10 @@ def main() -> None:
     print("\n=== timed rows (fraction of roof) ===")
     for row in ROWS:
         if row["roof"]:
-            print(f"{row['what'][:80]:80s} {row['case']:16s} {row['ms']:8.3f} ms {row['rate'] / 1e12:7.2f} "
-                  f"{row['unit']:7s} {100 * row['fraction']:5.1f} %  err {row['rel_err']:.0e}")
+            print(
+                f"{row['what'][:80]:80s} {row['case']:16s} {row['ms']:8.3f} ms {row['rate'] / 1e12:7.2f} "
+                f"{row['unit']:7s} {100 * row['fraction']:5.1f} %  err {row['rel_err']:.0e}"
+            )
 
 
 if __name__ == "__main__":

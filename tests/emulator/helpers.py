@@ -8,8 +8,17 @@ from autograder.backends.base import Buffer, Launch, LaunchResult, Program, Scal
 from autograder.backends.emulator import EmulatorBackend
 
 
-def launch(source: str, kernel: str, grid, block, args, shared_bytes: int = 0,
-           defines: tuple = (), budget: int | None = None, filename: str = "kernel.cu") -> LaunchResult:
+def launch(
+    source: str,
+    kernel: str,
+    grid,
+    block,
+    args,
+    shared_bytes: int = 0,
+    defines: tuple = (),
+    budget: int | None = None,
+    filename: str = "kernel.cu",
+) -> LaunchResult:
     """Run ``kernel`` once; ``args`` are Buffers and Scalars (or (name, array[, is_output]))."""
     built = tuple(_arg(a) for a in args)
     program = Program(source, filename, kernel, tuple(defines))

@@ -164,8 +164,11 @@ extern "C" __global__ void mutual(const float* x, const float* y, float* z, int 
 
 @pytest.mark.parametrize(("kernel", "marker"), [("direct", "// fib"), ("mutual", "// odd")])
 def test_recursion_is_unsupported_with_its_line(xy, kernel, marker):
-    with pytest.raises(Unsupported, match=rf"recursive device functions are not emulated "
-                                          rf"\(kernel.cu:{line_of(RECURSIVE, marker)}\)"):
+    with pytest.raises(
+        Unsupported,
+        match=rf"recursive device functions are not emulated "
+        rf"\(kernel.cu:{line_of(RECURSIVE, marker)}\)",
+    ):
         _run(RECURSIVE, kernel, *xy)
 
 
@@ -212,8 +215,9 @@ def test_structs_by_value_and_a_pointer_to_the_callers_local_array(xy):
             acc[t, j % 4] += j
     two = (x * np.float32(3) + i.astype(np.float32)) + ((0.5 * y.astype(np.float64)).astype(np.float32) - 3)
     swapped = 4 * y + 2 * x
-    np.testing.assert_allclose(_run(AGGREGATES, "k", x, y), two + acc[:, 0] + acc[:, 3] + swapped,
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        _run(AGGREGATES, "k", x, y), two + acc[:, 0] + acc[:, 3] + swapped, rtol=1e-5, atol=1e-5
+    )
 
 
 BARRIER = r"""

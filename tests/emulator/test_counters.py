@@ -10,17 +10,23 @@ from autograder.backends.base import Buffer, Scalar
 from .helpers import launch, line_of, out
 from .test_kernels import GEMM
 
-COUNTED_GEMM = GEMM.replace("template __global__ void gemm_tiled<16>",
-                            "template __global__ void gemm_tiled<32>(const float*, const float*, float*, "
-                            "int, int, int);\ntemplate __global__ void gemm_tiled<16>")
+COUNTED_GEMM = GEMM.replace(
+    "template __global__ void gemm_tiled<16>",
+    "template __global__ void gemm_tiled<32>(const float*, const float*, float*, "
+    "int, int, int);\ntemplate __global__ void gemm_tiled<16>",
+)
 
 
 def _gemm(rng, kernel, m, n, k, tile):
     a = rng.standard_normal(m * k).astype(np.float32)
     b = rng.standard_normal(k * n).astype(np.float32)
-    return launch(COUNTED_GEMM, kernel, (n // tile, m // tile), (tile, tile),
-                  [Buffer("A", a), Buffer("B", b), out("C", m * n), Scalar("M", m), Scalar("N", n),
-                   Scalar("K", k)])
+    return launch(
+        COUNTED_GEMM,
+        kernel,
+        (n // tile, m // tile),
+        (tile, tile),
+        [Buffer("A", a), Buffer("B", b), out("C", m * n), Scalar("M", m), Scalar("N", n), Scalar("K", k)],
+    )
 
 
 def test_naive_gemm_loads_two_values_per_multiply_add(rng):
@@ -89,8 +95,9 @@ extern "C" __global__ void column(const float* x, float* y) {
 @pytest.mark.parametrize(("pad", "wavefronts"), [(0, 32), (1, 1)])
 def test_bank_conflicts(rng, pad, wavefronts):
     x = rng.random(1024, np.float32)
-    result = launch(COLUMN, "column", 1, (32, 32), [Buffer("x", x), out("y", 1024)],
-                    defines=(("PAD", str(pad)),))
+    result = launch(
+        COLUMN, "column", 1, (32, 32), [Buffer("x", x), out("y", 1024)], defines=(("PAD", str(pad)),)
+    )
     np.testing.assert_array_equal(result.outputs["y"], x.reshape(32, 32).T.ravel())
     row = result.counters.by_line[line_of(COLUMN, "column read")]
     assert row["shared_load_requests"] == 32
@@ -121,9 +128,18 @@ def test_divergent_instructions_count_only_active_lanes(rng):
     n = 100
     from .test_kernels import VECTOR_ADD
 
-    result = launch(VECTOR_ADD, "vector_add", 1, 128, [Buffer("a", rng.random(n, np.float32)),
-                                                      Buffer("b", rng.random(n, np.float32)),
-                                                      out("c", n), Scalar("n", n)])
+    result = launch(
+        VECTOR_ADD,
+        "vector_add",
+        1,
+        128,
+        [
+            Buffer("a", rng.random(n, np.float32)),
+            Buffer("b", rng.random(n, np.float32)),
+            out("c", n),
+            Scalar("n", n),
+        ],
+    )
     totals = result.counters.totals
     assert totals["global_load_values"] == 2 * n
     assert totals["global_load_requests"] == 2 * 4  # warps 0..3 (the last one partly active)

@@ -36,30 +36,54 @@ BUGS = {
     "missing guard": ("vector_add", "if (i < n) c[i]", "c[i]", "vector_add bounds (safety)"),
     "load guard against n": ("window_sum", "g < n + 4 ?", "g < n ?", "window_sum correctness (ragged)"),
     "barrier inside the output guard": (
-        "window_sum", "    __syncthreads();\n\n    if (base + t < n) {",
-        "    if (base + t < n) {\n        __syncthreads();", "window_sum barriers (safety)"),
+        "window_sum",
+        "    __syncthreads();\n\n    if (base + t < n) {",
+        "    if (base + t < n) {\n        __syncthreads();",
+        "window_sum barriers (safety)",
+    ),
     "five global loads per output": (
-        "window_sum", "sum += tile[t + d];", "sum += x[base + t + d];", "window_sum traffic (safety)"),
+        "window_sum",
+        "sum += tile[t + d];",
+        "sum += x[base + t + d];",
+        "window_sum traffic (safety)",
+    ),
     "no barrier before the slabs are overwritten": (
-        "matmul_block_tile", "        __syncthreads();                  // everyone is done", "        //",
-        "matmul_block_tile barriers (safety)"),
+        "matmul_block_tile",
+        "        __syncthreads();                  // everyone is done",
+        "        //",
+        "matmul_block_tile barriers (safety)",
+    ),
     "unmasked slab loads": (
-        "matmul_block_tile", "q < S * L && k < K && c < ld ? X[k * ld + c] : 0.0f",
-        "q < S * L ? X[k * ld + c] : 0.0f", "matmul_block_tile correctness (ragged)"),
+        "matmul_block_tile",
+        "q < S * L && k < K && c < ld ? X[k * ld + c] : 0.0f",
+        "q < S * L ? X[k * ld + c] : 0.0f",
+        "matmul_block_tile correctness (ragged)",
+    ),
     "no second barrier": (
-        "gemm_tiled", "acc += sA[ty][k] * sB[k][tx];\n        __syncthreads();",
-        "acc += sA[ty][k] * sB[k][tx];", "gemm_tiled barriers (safety)"),
+        "gemm_tiled",
+        "acc += sA[ty][k] * sB[k][tx];\n        __syncthreads();",
+        "acc += sA[ty][k] * sB[k][tx];",
+        "gemm_tiled barriers (safety)",
+    ),
     "unpadded tile": (
-        "transpose", "tile[TILE][TILE + 1]", "tile[TILE][TILE]",
-        "transpose bank conflicts (shared wavefronts)"),
+        "transpose",
+        "tile[TILE][TILE + 1]",
+        "tile[TILE][TILE]",
+        "transpose bank conflicts (shared wavefronts)",
+    ),
     "column-wise stores": ("transpose", None, NAIVE_TRANSPOSE, "transpose coalesced stores (sectors)"),
     "tail elements dropped": (
-        "reduction", "for (int i = (n / 4) * 4 + first; i < n; i += stride) s += x[i];", "",
-        "reduction correctness (ragged)"),
+        "reduction",
+        "for (int i = (n / 4) * 4 + first; i < n; i += stride) s += x[i];",
+        "",
+        "reduction correctness (ragged)",
+    ),
     "barrier inside the tree's if": (
-        "reduction", "if (t < half) partial[t] += partial[t + half];\n        __syncthreads();",
+        "reduction",
+        "if (t < half) partial[t] += partial[t + half];\n        __syncthreads();",
         "if (t < half) { partial[t] += partial[t + half];\n        __syncthreads(); }",
-        "reduction barriers (safety)"),
+        "reduction barriers (safety)",
+    ),
 }
 
 
@@ -75,8 +99,18 @@ def test_planted_bug_loses_its_item(bug, tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / f"{assignment}.cu").write_text(source)
     results = tmp_path / "results.json"
-    outcome = run("grade", tmp_path / "sub", "--course", ROOT, "--backend", "emulator",
-                  "--results", results, "--seed", 7)
+    outcome = run(
+        "grade",
+        tmp_path / "sub",
+        "--course",
+        ROOT,
+        "--backend",
+        "emulator",
+        "--results",
+        results,
+        "--seed",
+        7,
+    )
     assert outcome.exit_code == 0, outcome.output
     scores = {t["name"]: (t["score"], t["max_score"]) for t in json.loads(results.read_text())["tests"]}
     assert item in scores, sorted(scores)

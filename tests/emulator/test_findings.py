@@ -47,11 +47,16 @@ extern "C" __global__ void shift(const float* x, float* y, int n) {
 
 def test_read_before_the_start(rng):
     n = 64
-    result = launch(NEGATIVE, "shift", 1, 64, [Buffer("x", rng.random(n, np.float32)), out("y", n),
-                                               Scalar("n", n)])
+    result = launch(
+        NEGATIVE, "shift", 1, 64, [Buffer("x", rng.random(n, np.float32)), out("y", n), Scalar("n", n)]
+    )
     (finding,) = result.findings
-    assert (finding.kind, finding.index, finding.array, finding.thread) == ("out_of_bounds_read", -1, "x",
-                                                                            (0, 0, 0))
+    assert (finding.kind, finding.index, finding.array, finding.thread) == (
+        "out_of_bounds_read",
+        -1,
+        "x",
+        (0, 0, 0),
+    )
     assert "before its start" in finding.message
     assert np.isnan(result.outputs["y"][0])
 
@@ -120,8 +125,9 @@ extern "C" __global__ void misaligned(const char* bytes, float* y) {
 
 def test_misaligned_access():
     data = np.arange(256, dtype=np.uint8)
-    bad = launch(MISALIGNED, "misaligned", 1, 32, [Buffer("bytes", data), out("y", 32)],
-                 defines=(("BUG", "1"),))
+    bad = launch(
+        MISALIGNED, "misaligned", 1, 32, [Buffer("bytes", data), out("y", 32)], defines=(("BUG", "1"),)
+    )
     assert "misaligned_access" in kinds(bad)
     finding = next(f for f in bad.findings if f.kind == "misaligned_access")
     assert finding.line == line_of(MISALIGNED, "// misaligned")
@@ -166,9 +172,14 @@ def test_barrier_divergence_on_ragged_case(rng, define, marker):
     assert "exited" in finding.message
     expected = x + np.concatenate([[0], x[:-1]]) * (np.arange(n) % 128 > 0)
     np.testing.assert_allclose(bad.outputs["y"], expected, rtol=1e-6)  # released like the hardware
-    aligned = launch(EARLY_RETURN, "smooth", 2, 128, [Buffer("x", rng.random(256, np.float32)),
-                                                      out("y", 256), Scalar("n", 256)],
-                     defines=((define, "1"),))
+    aligned = launch(
+        EARLY_RETURN,
+        "smooth",
+        2,
+        128,
+        [Buffer("x", rng.random(256, np.float32)), out("y", 256), Scalar("n", 256)],
+        defines=((define, "1"),),
+    )
     assert aligned.findings == []
     assert launch(EARLY_RETURN, "smooth", 2, 128, args).findings == []
 

@@ -35,10 +35,20 @@ def test_atomics_return_distinct_old_values_on_collisions():
     n = 256
     extremes = np.array([-1, 0], np.int32)
     bits = np.array([0, 0, 0xFFFFFFFF, 12345, 0, 0], np.uint32)
-    result = launch(ATOMICS, "atomics", 2, 128, [
-        Buffer("counters", np.zeros(4, np.uint32), True), out("old", n, np.uint32),
-        Buffer("extremes", extremes, True), Buffer("bits", bits, True), out("swapped", n, np.uint32),
-        out("shared_old", n, np.uint32)])
+    result = launch(
+        ATOMICS,
+        "atomics",
+        2,
+        128,
+        [
+            Buffer("counters", np.zeros(4, np.uint32), True),
+            out("old", n, np.uint32),
+            Buffer("extremes", extremes, True),
+            Buffer("bits", bits, True),
+            out("swapped", n, np.uint32),
+            out("shared_old", n, np.uint32),
+        ],
+    )
     o = result.outputs
     assert result.findings == []
     np.testing.assert_array_equal(o["counters"], [64, 64, 64, 64])
@@ -80,8 +90,9 @@ def test_warp_collectives(rng):
     n = 64
     x = rng.integers(-100, 100, n).astype(np.int32)
     names = ["down", "up", "bfly", "idx", "sub", "ballot", "all_any", "active", "total"]
-    args = [Buffer("x", x)] + [out(name, n, np.uint32 if name in ("ballot", "active") else np.int32)
-                               for name in names]
+    args = [Buffer("x", x)] + [
+        out(name, n, np.uint32 if name in ("ballot", "active") else np.int32) for name in names
+    ]
     o = launch(WARP, "warp", 1, n, args).outputs
     lane = np.arange(n) % 32
     base = np.arange(n) - lane
@@ -127,15 +138,24 @@ extern "C" __global__ void conversions(const float* f, const double* d, int* i_r
 
 
 def test_conversions_round_as_asked():
-    f = np.array([2.5, -2.5, 3.5, -0.4, 1e10, -1e10, np.nan, 7.75, 0.1, 65504.0, 1e-8, -3.0] * 4,
-                 np.float32)
+    f = np.array([2.5, -2.5, 3.5, -0.4, 1e10, -1e10, np.nan, 7.75, 0.1, 65504.0, 1e-8, -3.0] * 4, np.float32)
     n = f.size
     d = np.linspace(-1e5, 1e5, n) / 3
-    names = [("i_rn", np.int32), ("i_rz", np.int32), ("i_rd", np.int32), ("i_ru", np.int32),
-             ("u_sat", np.uint32), ("from_double", np.float32), ("from_int", np.float32),
-             ("half_bits", np.uint16), ("bf16_bits", np.uint16), ("half_back", np.float32)]
-    o = launch(CVT, "conversions", 1, n, [Buffer("f", f), Buffer("d", d)] +
-               [out(name, n, dt) for name, dt in names]).outputs
+    names = [
+        ("i_rn", np.int32),
+        ("i_rz", np.int32),
+        ("i_rd", np.int32),
+        ("i_ru", np.int32),
+        ("u_sat", np.uint32),
+        ("from_double", np.float32),
+        ("from_int", np.float32),
+        ("half_bits", np.uint16),
+        ("bf16_bits", np.uint16),
+        ("half_back", np.float32),
+    ]
+    o = launch(
+        CVT, "conversions", 1, n, [Buffer("f", f), Buffer("d", d)] + [out(name, n, dt) for name, dt in names]
+    ).outputs
     clean = np.nan_to_num(f.astype(np.float64), nan=0.0)
     info = np.iinfo(np.int32)
     np.testing.assert_array_equal(o["i_rn"], np.clip(np.rint(clean), info.min, info.max))
@@ -181,10 +201,20 @@ def test_integer_semantics(rng):
     a = rng.integers(-(2**31), 2**31, n).astype(np.int32)
     b = rng.integers(-1000, 1000, n).astype(np.int32)
     b[b == 0] = 7
-    names = [("q", np.int32), ("r", np.int32), ("hi", np.int32), ("uhi", np.uint64), ("pop", np.int32),
-             ("lz", np.int32), ("rev", np.uint32), ("field", np.int32), ("shifted", np.uint32)]
-    o = launch(INTEGER, "integer", 1, n, [Buffer("a", a), Buffer("b", b)] +
-               [out(name, n, dt) for name, dt in names]).outputs
+    names = [
+        ("q", np.int32),
+        ("r", np.int32),
+        ("hi", np.int32),
+        ("uhi", np.uint64),
+        ("pop", np.int32),
+        ("lz", np.int32),
+        ("rev", np.uint32),
+        ("field", np.int32),
+        ("shifted", np.uint32),
+    ]
+    o = launch(
+        INTEGER, "integer", 1, n, [Buffer("a", a), Buffer("b", b)] + [out(name, n, dt) for name, dt in names]
+    ).outputs
     a64, b64 = a.astype(np.int64), b.astype(np.int64)
     np.testing.assert_array_equal(o["q"], np.trunc(a64 / b64).astype(np.int64))
     np.testing.assert_array_equal(o["r"], a64 - np.trunc(a64 / b64).astype(np.int64) * b64)
@@ -224,8 +254,19 @@ def test_approximate_math(rng):
     x = rng.uniform(0.1, 4.0, 64).astype(np.float32)
     o = launch(MATH, "math", 1, 64, [Buffer("x", x), out("out", 64 * 8)]).outputs["out"].reshape(64, 8)
     xd = x.astype(np.float64)
-    expected = np.stack([np.sqrt(xd), 1 / np.sqrt(xd), np.exp(xd), np.log2(xd), np.sin(xd), np.cos(xd),
-                         1 / xd, 1 / xd + np.minimum(xd, 2) + np.maximum(xd, 1.5) + xd], axis=1)
+    expected = np.stack(
+        [
+            np.sqrt(xd),
+            1 / np.sqrt(xd),
+            np.exp(xd),
+            np.log2(xd),
+            np.sin(xd),
+            np.cos(xd),
+            1 / xd,
+            1 / xd + np.minimum(xd, 2) + np.maximum(xd, 1.5) + xd,
+        ],
+        axis=1,
+    )
     np.testing.assert_allclose(o, expected, rtol=2e-6, atol=2e-6)
 
 
@@ -272,9 +313,13 @@ def test_large_grid_runs_in_chunks(rng, monkeypatch):
     monkeypatch.setattr(machine, "MAX_CHUNK_LANES", 1024)
     n = 10_000
     x, y = rng.standard_normal(n), rng.standard_normal(n)
-    result = launch(DOUBLE_AND_CHUNKS, "axpy", (n + 127) // 128, 128,
-                    [Scalar("a", 2.5, "float64"), Buffer("x", x), Buffer("y", y, True),
-                     Scalar("n", n, "int64")])
+    result = launch(
+        DOUBLE_AND_CHUNKS,
+        "axpy",
+        (n + 127) // 128,
+        128,
+        [Scalar("a", 2.5, "float64"), Buffer("x", x), Buffer("y", y, True), Scalar("n", n, "int64")],
+    )
     np.testing.assert_allclose(result.outputs["y"], 2.5 * x + y, rtol=1e-15)
     assert result.counters.totals["global_load_values"] == 2 * n
 
@@ -296,8 +341,19 @@ def test_half_precision_arithmetic(rng):
     n = 64
     a = rng.uniform(-4, 4, n).astype(np.float16)
     b = rng.uniform(-4, 4, n).astype(np.float16)
-    o = launch(HALF, "halves", 1, n, [Buffer("a", a), Buffer("b", b), out("sum", n, np.float16),
-                                      out("fused", n, np.float16), out("pairs", 2 * n, np.float16)]).outputs
+    o = launch(
+        HALF,
+        "halves",
+        1,
+        n,
+        [
+            Buffer("a", a),
+            Buffer("b", b),
+            out("sum", n, np.float16),
+            out("fused", n, np.float16),
+            out("pairs", 2 * n, np.float16),
+        ],
+    ).outputs
     np.testing.assert_array_equal(o["sum"], a + b)
     np.testing.assert_array_equal(o["fused"], (a.astype(np.float64) * b + a).astype(np.float16))
     pairs = np.stack([a, b], axis=1)
@@ -325,8 +381,9 @@ extern "C" __global__ void votes(const float* x, int* y, unsigned* z) {
 
 def test_block_votes_bit_search_and_async_copies(rng):
     x = rng.random(64, np.float32)
-    result = launch(BLOCK_VOTES, "votes", 1, 64, [Buffer("x", x), out("y", 64, np.int32),
-                                                   out("z", 64, np.uint32)])
+    result = launch(
+        BLOCK_VOTES, "votes", 1, 64, [Buffer("x", x), out("y", 64, np.int32), out("z", 64, np.uint32)]
+    )
     assert result.findings == []
     expected = (x > 0.5).sum() * 100 + (x > 0.1).all() * 10 + (x > 0.9).any()
     np.testing.assert_array_equal(result.outputs["y"], expected)

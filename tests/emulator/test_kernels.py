@@ -118,8 +118,13 @@ extern "C" __global__ void transpose(const double* in, double* out, int rows, in
 @pytest.mark.parametrize("n", [4096, 1000, 1])
 def test_vector_add(rng, n):
     a, b = rng.random(n, np.float32), rng.random(n, np.float32)
-    result = launch(VECTOR_ADD, "vector_add", (n + 255) // 256, 256,
-                    [Buffer("a", a), Buffer("b", b), out("c", n), Scalar("n", n)])
+    result = launch(
+        VECTOR_ADD,
+        "vector_add",
+        (n + 255) // 256,
+        256,
+        [Buffer("a", a), Buffer("b", b), out("c", n), Scalar("n", n)],
+    )
     np.testing.assert_array_equal(result.outputs["c"], a + b)
     assert result.findings == []
     np.testing.assert_array_equal(result.outputs["a"], a)
@@ -129,8 +134,14 @@ def test_vector_add(rng, n):
 @pytest.mark.parametrize("radius", [1, 3])
 def test_window_sum(rng, n, radius):
     x = rng.standard_normal(n).astype(np.float32)
-    result = launch(WINDOW_SUM, "window_sum", (n + 127) // 128, 128,
-                    [Buffer("x", x), out("y", n), Scalar("n", n)], defines=(("R", str(radius)),))
+    result = launch(
+        WINDOW_SUM,
+        "window_sum",
+        (n + 127) // 128,
+        128,
+        [Buffer("x", x), out("y", n), Scalar("n", n)],
+        defines=(("R", str(radius)),),
+    )
     padded = np.concatenate([np.zeros(radius), x.astype(np.float64), np.zeros(radius)])
     expected = np.convolve(padded, np.ones(2 * radius + 1), "valid")
     np.testing.assert_allclose(result.outputs["y"], expected, rtol=1e-5, atol=1e-5)
@@ -142,9 +153,13 @@ def test_window_sum(rng, n, radius):
 def test_gemm(rng, m, n, k, kernel):
     a = rng.standard_normal(m * k).astype(np.float32)
     b = rng.standard_normal(k * n).astype(np.float32)
-    result = launch(GEMM, kernel, ((n + 15) // 16, (m + 15) // 16), (16, 16),
-                    [Buffer("A", a), Buffer("B", b), out("C", m * n), Scalar("M", m), Scalar("N", n),
-                     Scalar("K", k)])
+    result = launch(
+        GEMM,
+        kernel,
+        ((n + 15) // 16, (m + 15) // 16),
+        (16, 16),
+        [Buffer("A", a), Buffer("B", b), out("C", m * n), Scalar("M", m), Scalar("N", n), Scalar("K", k)],
+    )
     expected = a.reshape(m, k).astype(np.float64) @ b.reshape(k, n)
     np.testing.assert_allclose(result.outputs["C"].reshape(m, n), expected, rtol=1e-4, atol=1e-4)
     assert result.findings == []
@@ -156,8 +171,9 @@ def test_block_sum_with_shuffles_and_atomics(rng, n):
     block = 256
     grid = (n + 2 * block - 1) // (2 * block)
     total = Buffer("total", np.zeros(1, np.float32), True)
-    result = launch(REDUCE, "block_sum", grid, block, [Buffer("x", x), total, Scalar("n", n)],
-                    shared_bytes=block * 4)
+    result = launch(
+        REDUCE, "block_sum", grid, block, [Buffer("x", x), total, Scalar("n", n)], shared_bytes=block * 4
+    )
     np.testing.assert_allclose(result.outputs["total"][0], x.astype(np.float64).sum(), rtol=1e-5)
     assert result.findings == []
 
@@ -166,8 +182,14 @@ def test_histogram_shared_atomics(rng):
     n, nbins = 10000, 37
     x = rng.integers(0, 1000, n).astype(np.int32)
     bins = Buffer("bins", np.zeros(nbins, np.uint32), True)
-    result = launch(HISTOGRAM, "histogram", 8, 128, [Buffer("x", x), bins, Scalar("n", n),
-                                                     Scalar("nbins", nbins)], shared_bytes=nbins * 4)
+    result = launch(
+        HISTOGRAM,
+        "histogram",
+        8,
+        128,
+        [Buffer("x", x), bins, Scalar("n", n), Scalar("nbins", nbins)],
+        shared_bytes=nbins * 4,
+    )
     np.testing.assert_array_equal(result.outputs["bins"], np.bincount(x % nbins, minlength=nbins))
     assert result.findings == []
 
@@ -175,9 +197,13 @@ def test_histogram_shared_atomics(rng):
 @pytest.mark.parametrize(("rows", "cols"), [(64, 96), (45, 70)])
 def test_transpose_double(rng, rows, cols):
     x = rng.standard_normal(rows * cols)
-    result = launch(TRANSPOSE, "transpose", ((cols + 31) // 32, (rows + 31) // 32), (32, 8),
-                    [Buffer("in", x), out("out", rows * cols, np.float64), Scalar("rows", rows),
-                     Scalar("cols", cols)])
+    result = launch(
+        TRANSPOSE,
+        "transpose",
+        ((cols + 31) // 32, (rows + 31) // 32),
+        (32, 8),
+        [Buffer("in", x), out("out", rows * cols, np.float64), Scalar("rows", rows), Scalar("cols", cols)],
+    )
     np.testing.assert_array_equal(result.outputs["out"], x.reshape(rows, cols).T.ravel())
     assert result.findings == []
 
@@ -223,8 +249,13 @@ def test_divergent_loops_with_different_trip_counts_and_exits(rng):
     n = 300
     start = rng.integers(1, 5000, n).astype(np.uint32)
     steps = Buffer("steps", np.full(n, -2, np.int32), True)
-    result = launch(COLLATZ, "collatz", 3, 128, [Buffer("start", start), steps, out("first_big", n, np.int32),
-                                                 Scalar("n", n)])
+    result = launch(
+        COLLATZ,
+        "collatz",
+        3,
+        128,
+        [Buffer("start", start), steps, out("first_big", n, np.int32), Scalar("n", n)],
+    )
     expected = [_collatz(int(v)) for v in start]
     np.testing.assert_array_equal(result.outputs["steps"], [e[0] for e in expected])
     np.testing.assert_array_equal(result.outputs["first_big"], [e[1] for e in expected])

@@ -45,8 +45,15 @@ LOCAL = """extern "C" __global__ void fill(const float* x, float* y, int n) {
 
 def _fill(rng, source: str, n: int, threads: int, defines=()):
     x = rng.standard_normal(n).astype(np.float32)
-    result = launch(source, "fill", (n + threads - 1) // threads, threads,
-                    (Buffer("x", x), out("y", n), Scalar("n", n)), defines=defines, filename=FILE)
+    result = launch(
+        source,
+        "fill",
+        (n + threads - 1) // threads,
+        threads,
+        (Buffer("x", x), out("y", n), Scalar("n", n)),
+        defines=defines,
+        filename=FILE,
+    )
     return x, result
 
 
@@ -54,8 +61,10 @@ def _fill(rng, source: str, n: int, threads: int, defines=()):
 def test_a_trap_in_one_thread_aborts_the_launch(rng, trap):
     with pytest.raises(LaunchFailure) as failure:
         _fill(rng, TRAP, 200, 64, (("BAD", "69"), ("TRAP", trap)))
-    assert str(failure.value) == (f"{FILE}:{line_of(TRAP, 'TRAP;')}: thread (5,0,0) of block (1,0,0) "
-                                  "executed a trap, which aborts the whole kernel on a GPU")
+    assert str(failure.value) == (
+        f"{FILE}:{line_of(TRAP, 'TRAP;')}: thread (5,0,0) of block (1,0,0) "
+        "executed a trap, which aborts the whole kernel on a GPU"
+    )
 
 
 def test_a_trap_no_thread_reaches_changes_nothing(rng):
@@ -114,10 +123,13 @@ def _patched_launch(rng, replace):
     return emulate(ptx, compiled.lowered_name, Launch(program, (2, 1, 1), (64, 1, 1), args))
 
 
-@pytest.mark.parametrize("replace, opcode, why", [
-    (r"@%p1 bra \1_nowhere;", "bra", "is not a label of the kernel"),
-    (r"brx.idx %r1, \1;", "brx.idx", "indirect branches are not emulated"),
-])
+@pytest.mark.parametrize(
+    "replace, opcode, why",
+    [
+        (r"@%p1 bra \1_nowhere;", "bra", "is not a label of the kernel"),
+        (r"brx.idx %r1, \1;", "brx.idx", "indirect branches are not emulated"),
+    ],
+)
 def test_a_branch_the_emulator_cannot_resolve_is_refused(rng, replace, opcode, why):
     with pytest.raises(Unsupported) as failure:
         _patched_launch(rng, replace)
@@ -140,5 +152,6 @@ def test_an_inline_jump_table_is_refused_at_its_brx():
     with pytest.raises(Unsupported) as failure:
         launch(JUMP_TABLE, "pick", 1, 32, (out("y", 32), Scalar("n", 32)), filename=FILE)
     where = f"{FILE}:{line_of(JUMP_TABLE, 'asm')}"
-    assert str(failure.value) == (f"brx.idx is not supported by the emulator ({where}): "
-                                  "indirect branches are not emulated")
+    assert str(failure.value) == (
+        f"brx.idx is not supported by the emulator ({where}): indirect branches are not emulated"
+    )

@@ -31,11 +31,13 @@ extern "C" __global__ void warp_size(int* y) {
 }
 """
 
+
 def test_warp_size_is_the_ptx_constant_warp_sz():
     # warpSize compiles to `mov.u32 %r, WARP_SZ;`, a predefined PTX constant, not a symbol
     result = launch(WARP_SIZE, "warp_size", 1, 64, [out("y", 64, np.int32)])
     assert result.findings == []
     np.testing.assert_array_equal(result.outputs["y"], 32 + np.arange(64) // 32)
+
 
 SAME_VALUE_FLAG = r"""
 extern "C" __global__ void flag(const float* x, int* y, int n) {
@@ -57,8 +59,9 @@ def test_threads_storing_the_same_value_do_not_race_but_different_values_do():
     # racecheck rates a same-value write-after-write as harmless (INFO): the flag idiom
     # `if (cond) flag = 1;` is well defined; the second store of a different value is not
     x = np.ones(64, np.float32)
-    result = launch(SAME_VALUE_FLAG, "flag", 1, 64, [Buffer("x", x), out("y", 64, np.int32),
-                                                     Scalar("n", np.int32(64))])
+    result = launch(
+        SAME_VALUE_FLAG, "flag", 1, 64, [Buffer("x", x), out("y", 64, np.int32), Scalar("n", np.int32(64))]
+    )
     races = [f.message for f in result.findings if f.kind == "shared_race"]
     assert len(races) == 1 and "other[0]" in races[0], races
 
@@ -86,23 +89,44 @@ def _grade(variant: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     kernel = tmp_path / f"{assignment}.cu"  # the file's name says the assignment
     shutil.copyfile(variant, kernel)
     return subprocess.run(
-        [sys.executable, "-m", "autograder", "check", str(kernel), "--backend", "emulator",
-         "--course", str(ROOT)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "check",
+            str(kernel),
+            "--backend",
+            "emulator",
+            "--course",
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
     )
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if not v.stem.startswith("slow_")],
-                         ids=lambda v: f"{v.parent.name}/{v.stem}")
+
+@pytest.mark.parametrize(
+    "variant",
+    [v for v in VARIANTS if not v.stem.startswith("slow_")],
+    ids=lambda v: f"{v.parent.name}/{v.stem}",
+)
 def test_correct_variant_gets_full_marks(variant, tmp_path):
     graded = _grade(variant, tmp_path)
     assert graded.returncode == 0, graded.stdout + graded.stderr
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if v.stem.startswith("slow_")],
-                         ids=lambda v: f"{v.parent.name}/{v.stem}")
+
+@pytest.mark.parametrize(
+    "variant", [v for v in VARIANTS if v.stem.startswith("slow_")], ids=lambda v: f"{v.parent.name}/{v.stem}"
+)
 def test_slow_variant_loses_only_traffic_and_performance(variant, tmp_path):
     graded = _grade(variant, tmp_path)
     items = re.findall(r"^([\d.]+) / ([\d.]+)  (.+)$", graded.stdout, re.MULTILINE)
-    safety = [(got, worth, name) for got, worth, name in items
-              if any(check in name for check in ("correctness", "bounds", "barriers"))]
+    safety = [
+        (got, worth, name)
+        for got, worth, name in items
+        if any(check in name for check in ("correctness", "bounds", "barriers"))
+    ]
     assert safety, graded.stdout + graded.stderr
     assert all(float(got) == float(worth) for got, worth, _ in safety), graded.stdout

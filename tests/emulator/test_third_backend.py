@@ -42,9 +42,16 @@ class RecordingBackend(Backend):
         student = self.inner.launch(first).counters.totals["warp_instructions"]
         reference = self.inner.launch(dataclasses.replace(first, program=request.reference))
         self.timed.append(dict(request.case))
-        return Timing(case=request.case, student_ms=student / 1e3,
-                      reference_ms=reference.counters.totals["warp_instructions"] / 1e3, student_spread=0.0,
-                      reference_spread=0.0, repeats=1, input_sets=len(request.student), device="recording")
+        return Timing(
+            case=request.case,
+            student_ms=student / 1e3,
+            reference_ms=reference.counters.totals["warp_instructions"] / 1e3,
+            student_spread=0.0,
+            reference_spread=0.0,
+            repeats=1,
+            input_sets=len(request.student),
+            device="recording",
+        )
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +67,9 @@ def course():
 def test_a_third_backend_grades_with_and_without_timing(course, measures_time):
     recording = RecordingBackend(Capabilities(measures_time=measures_time))
     safety = EmulatorBackend()
-    graded = grade_submission(ROOT / "reference", course, Backends(recording, safety), seed=3,
-                              assignments=["vector_add"])
+    graded = grade_submission(
+        ROOT / "reference", course, Backends(recording, safety), seed=3, assignments=["vector_add"]
+    )
     assert graded.backend == "recording"
     items = {r.item.check: r for r in graded.items}
     assert all(items[check].passed for check in ("correctness", "bounds", "barriers"))

@@ -14,9 +14,14 @@ from autograder.backends.gpu_timing import _compare_program
 
 def mismatches(got, want, atol, rtol):
     dtype = str(np.asarray(got).dtype)
-    args = (Buffer("got", np.asarray(got)), Buffer("want", np.asarray(want, dtype=dtype)),
-            Scalar("n", len(got), "uint64"), Scalar("atol", atol, "float64"), Scalar("rtol", rtol, "float64"),
-            Buffer("bad", np.zeros(1, np.uint32), is_output=True))
+    args = (
+        Buffer("got", np.asarray(got)),
+        Buffer("want", np.asarray(want, dtype=dtype)),
+        Scalar("n", len(got), "uint64"),
+        Scalar("atol", atol, "float64"),
+        Scalar("rtol", rtol, "float64"),
+        Buffer("bad", np.zeros(1, np.uint32), is_output=True),
+    )
     result = EmulatorBackend().launch(Launch(_compare_program(dtype), (1, 1, 1), (32, 1, 1), args))
     return int(result.outputs["bad"][0])
 

@@ -36,9 +36,21 @@ def test_tensor_core_gemm_matches_numpy(rng):
     m, n, k = 32, 64, 48
     a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
     b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
-    result = launch(WMMA, "tc_gemm", (n // 16 // 2, m // 16), 64,
-                    [Buffer("A", a.ravel()), Buffer("B", b.T.copy().ravel()), out("C", m * n),
-                     Scalar("M", m), Scalar("N", n), Scalar("K", k), Scalar("alpha", 0.5, "float32")])
+    result = launch(
+        WMMA,
+        "tc_gemm",
+        (n // 16 // 2, m // 16),
+        64,
+        [
+            Buffer("A", a.ravel()),
+            Buffer("B", b.T.copy().ravel()),
+            out("C", m * n),
+            Scalar("M", m),
+            Scalar("N", n),
+            Scalar("K", k),
+            Scalar("alpha", 0.5, "float32"),
+        ],
+    )
     expected = 0.5 * a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(result.outputs["C"].reshape(m, n), expected, rtol=1e-5, atol=1e-5)
     assert result.findings == []
@@ -51,9 +63,21 @@ def test_tensor_core_tile_past_the_end_is_found(rng):
     m, n, k = 16, 32, 16
     a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
     b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
-    result = launch(WMMA, "tc_gemm", (2, 1), 64,  # four warps, two tiles: the last two read past B
-                    [Buffer("A", a.ravel()), Buffer("B", b.T.copy().ravel()), out("C", m * n),
-                     Scalar("M", m), Scalar("N", n), Scalar("K", k), Scalar("alpha", 1.0, "float32")])
+    result = launch(
+        WMMA,
+        "tc_gemm",
+        (2, 1),
+        64,  # four warps, two tiles: the last two read past B
+        [
+            Buffer("A", a.ravel()),
+            Buffer("B", b.T.copy().ravel()),
+            out("C", m * n),
+            Scalar("M", m),
+            Scalar("N", n),
+            Scalar("K", k),
+            Scalar("alpha", 1.0, "float32"),
+        ],
+    )
     assert "out_of_bounds_read" in kinds(result)
     finding = next(f for f in result.findings if f.kind == "out_of_bounds_read")
     assert finding.array == "B" and finding.bound == k * n

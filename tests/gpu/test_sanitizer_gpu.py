@@ -45,10 +45,14 @@ def test_racecheck_reports_the_missing_barrier():
     n = 1000
     rng = np.random.default_rng()
     launch = Launch(
-        Program(UNSYNCED_WINDOW, "window_sum.cu", "window_sum"), grid=(-(-n // 256), 1, 1),
+        Program(UNSYNCED_WINDOW, "window_sum.cu", "window_sum"),
+        grid=(-(-n // 256), 1, 1),
         block=(256, 1, 1),
-        args=(Buffer("x", rng.uniform(0.5, 1.5, n + 4).astype(np.float32)),
-              Buffer("y", np.full(n, np.nan, np.float32), is_output=True), Scalar("n", n)),
+        args=(
+            Buffer("x", rng.uniform(0.5, 1.5, n + 4).astype(np.float32)),
+            Buffer("y", np.full(n, np.nan, np.float32), is_output=True),
+            Scalar("n", n),
+        ),
     )
     [run] = sanitize.cross_check([launch], tools=("racecheck",), time_limit_s=120)
     assert run.note is None

@@ -12,7 +12,7 @@ from autograder.model import Course, read_course
 
 from .fake_backend import FakeBackend
 
-VEC_SPEC = '''
+VEC_SPEC = """
 from autograder.spec import Array, Scalar, Spec
 
 def reference(a, b, n):
@@ -30,9 +30,9 @@ SPEC = Spec(
     },
     reference=reference, time_limit_s=5,
 )
-'''
+"""
 
-GRID_SPEC = '''
+GRID_SPEC = """
 from autograder.spec import Array, Scalar, Spec
 
 SPEC = Spec(
@@ -42,9 +42,9 @@ SPEC = Spec(
     cases={"aligned": ({"r": 4, "c": 6},)},
     reference=lambda x, r: {"y": 2 * x},
 )
-'''
+"""
 
-RUBRIC = '''
+RUBRIC = """
 course: test course
 backend: emulator
 limits: {compile_s: 30, case_s: 3, submission_s: 300}
@@ -62,28 +62,28 @@ assignments:
   grid2d:
     items:
       - {check: correctness, cases: aligned, points: 3}
-'''
+"""
 
-VEC_REFERENCE = '''
+VEC_REFERENCE = """
 def vec(ctx, a, b, c, n):
     c[:n] = a[:n] + b[:n]
     ctx.count("global_load_values", 2 * n)
-'''
+"""
 
-VEC_STARTER = '''
+VEC_STARTER = """
 def vec(ctx, a, b, c, n):
     pass
-'''
+"""
 
-GRID_REFERENCE = '''
+GRID_REFERENCE = """
 def grid2d(ctx, x, y, r):
     y[:] = 2 * x
-'''
+"""
 
-GRID_STARTER = '''
+GRID_STARTER = """
 def grid2d(ctx, x, y, r):
     pass
-'''
+"""
 
 
 def write(path: Path, text: str) -> Path:

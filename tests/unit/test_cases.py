@@ -18,14 +18,23 @@ from autograder.spec import Array, Spec, SpecError
 from autograder.spec import Scalar as ScalarSpec
 
 SPEC = Spec(
-    name="mix", kernel="mix",
-    args=(Array("x", "n + 4"), Array("k", "n", dtype="int32"), Array("y", "n", intent="out"),
-          Array("z", "n", dtype="int32", intent="out"), Array("w", "n", intent="inout"),
-          ScalarSpec("n", "n")),
-    block=("T",), grid=("cdiv(n, T)",), defines={"BLOCK": "T", "HALF": "T / 2"},
+    name="mix",
+    kernel="mix",
+    args=(
+        Array("x", "n + 4"),
+        Array("k", "n", dtype="int32"),
+        Array("y", "n", intent="out"),
+        Array("z", "n", dtype="int32", intent="out"),
+        Array("w", "n", intent="inout"),
+        ScalarSpec("n", "n"),
+    ),
+    block=("T",),
+    grid=("cdiv(n, T)",),
+    defines={"BLOCK": "T", "HALF": "T / 2"},
     cases={"aligned": ({"n": 1000, "T": 64},)},
     reference=lambda **kw: {"y": kw["x"][:-4], "z": kw["k"], "w": kw["w"]},
-    shared_bytes="T * 4", time_limit_s=30,
+    shared_bytes="T * 4",
+    time_limit_s=30,
 )
 CASE = {"n": 1000, "T": 64}
 
@@ -33,7 +42,10 @@ CASE = {"n": 1000, "T": 64}
 def test_seeds_differ_by_secret_and_case_and_repeat_exactly():
     seeds = {
         case_seed(s, "mix", g, i, repeat)
-        for s in (1, 2) for g in ("aligned", "ragged") for i in (0, 1) for repeat in (0, 1)
+        for s in (1, 2)
+        for g in ("aligned", "ragged")
+        for i in (0, 1)
+        for repeat in (0, 1)
     }
     assert len(seeds) == 16
     assert case_seed(7, "mix", "aligned", 0) == case_seed(7, "mix", "aligned", 0)

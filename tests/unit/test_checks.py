@@ -20,8 +20,17 @@ def outcome(correct=True, findings=(), backend="emulator", index=0, counters=Non
     output = OutputComparison("c", 10, 0, 0, 0.0, 0.0)
     if not correct:
         output = OutputComparison("c", 10, 3, 0, 0.5, 0.25, "c[7]", 2.5, 2.0)
-    return CaseOutcome("safety", index, {"n": 10}, 123, backend, error=error, outputs=(output,),
-                       findings=tuple(findings), counters=counters)
+    return CaseOutcome(
+        "safety",
+        index,
+        {"n": 10},
+        123,
+        backend,
+        error=error,
+        outputs=(output,),
+        findings=tuple(findings),
+        counters=counters,
+    )
 
 
 class FakeRuns:
@@ -41,8 +50,9 @@ class FakeRuns:
         return not self.grading_apart or role == other
 
 
-OOB = Finding("out_of_bounds_write", "vec.cu:3: thread (5,0,0) of block (1,0,0) wrote c[10] past its end",
-              line=3)
+OOB = Finding(
+    "out_of_bounds_write", "vec.cu:3: thread (5,0,0) of block (1,0,0) wrote c[10] past its end", line=3
+)
 
 
 def test_compare_output_reports_first_wrong_multidim_index_unwritten_and_errors():
@@ -121,11 +131,14 @@ def counted(value):
     return Counters(totals={"global_load_values": value})
 
 
-@pytest.mark.parametrize(("student", "reference", "score"), [(100, 100, 2.0), (90, 100, 2.0), (200, 100, 1.0),
-                                                             (400, 100, 0.0), (1000, 100, 0.0)])
+@pytest.mark.parametrize(
+    ("student", "reference", "score"),
+    [(100, 100, 2.0), (90, 100, 2.0), (200, 100, 1.0), (400, 100, 0.0), (1000, 100, 0.0)],
+)
 def test_traffic_log_interpolates_the_ratio(student, reference, score):
-    runs = FakeRuns(safety=[outcome(counters=counted(student))],
-                    reference=[outcome(counters=counted(reference))])
+    runs = FakeRuns(
+        safety=[outcome(counters=counted(student))], reference=[outcome(counters=counted(reference))]
+    )
     result = traffic(item("traffic", metric="global_load_values", full_at=1.0, zero_at=4.0), runs)
     assert result.score == pytest.approx(score)
 
@@ -141,8 +154,15 @@ def test_traffic_without_counters_is_flagged_not_crashed():
 
 def test_printf_output_is_shown_with_each_case_and_kept_short():
     printed = "".join(f"thread {t} says hi\n" for t in range(12))
-    chatty = CaseOutcome("safety", 0, {"n": 10}, 123, "emulator",
-                         outputs=(OutputComparison("c", 10, 0, 0, 0.0, 0.0),), stdout=printed)
+    chatty = CaseOutcome(
+        "safety",
+        0,
+        {"n": 10},
+        123,
+        "emulator",
+        outputs=(OutputComparison("c", 10, 0, 0, 0.0, 0.0),),
+        stdout=printed,
+    )
     result = correctness(item(), FakeRuns(grading=[chatty]))
     assert "your kernel printed:\n    | thread 0 says hi\n" in result.output
     assert "thread 5 says hi" not in result.output and "... 7 more lines" in result.output
@@ -162,9 +182,13 @@ def test_an_infinite_reference_value_is_matched_exactly_not_within_an_infinite_t
 
 def test_an_untouched_input_holding_nan_is_not_reported_as_modified():
     spec = Spec(
-        name="keep", kernel="keep",
+        name="keep",
+        kernel="keep",
         args=(Array("a", "n"), Array("c", "n", intent="out"), ScalarArg("n", "n")),
-        block=("n",), grid=("1",), cases={"g": ({"n": 4},)}, reference=lambda a, n: {"c": np.nan_to_num(a)},
+        block=("n",),
+        grid=("1",),
+        cases={"g": ({"n": 4},)},
+        reference=lambda a, n: {"c": np.nan_to_num(a)},
         inputs=lambda rng, case: {"a": np.array([1.0, np.nan, 2.0, 3.0])},
     )
     case = spec.cases["g"][0]

@@ -7,16 +7,26 @@ from autograder.class_table import class_rows, markdown, write_csv
 def report(path, submission, scores, regrade=()):
     items = [{"name": name, "score": score, "regrade": name in regrade} for name, score in scores.items()]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"submission": submission, "backend": "emulator", "items": items,
-                                "score": sum(scores.values()), "max_score": 10}))
+    path.write_text(
+        json.dumps(
+            {
+                "submission": submission,
+                "backend": "emulator",
+                "items": items,
+                "score": sum(scores.values()),
+                "max_score": 10,
+            }
+        )
+    )
     return path
 
 
 def test_rows_columns_regrade_flags_and_lowest_score_first(tmp_path):
     gradescope = "/autograder/submission"
     a = report(tmp_path / "alice/report.json", gradescope, {"vec correctness": 4, "vec bounds": 2})
-    b = report(tmp_path / "bob/report.json", gradescope, {"vec correctness": 1, "vec perf": 0},
-               regrade=("vec perf",))
+    b = report(
+        tmp_path / "bob/report.json", gradescope, {"vec correctness": 1, "vec perf": 0}, regrade=("vec perf",)
+    )
     columns, rows = class_rows([a, b])
     assert columns == ["vec correctness", "vec bounds", "vec perf"]
     assert [r["who"] for r in rows] == [str(a), str(b)]  # the same submission path: name the reports

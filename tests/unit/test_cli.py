@@ -23,8 +23,18 @@ def run(*args):
 
 def test_grade_writes_results_and_report(course_root, tmp_path):
     results, report = tmp_path / "out/results.json", tmp_path / "out/report"
-    outcome = run("grade", course_root / "reference", "--course", course_root, "--results", results,
-                  "--report", report, "--seed", 4)
+    outcome = run(
+        "grade",
+        course_root / "reference",
+        "--course",
+        course_root,
+        "--results",
+        results,
+        "--report",
+        report,
+        "--seed",
+        4,
+    )
     assert outcome.exit_code == 0, outcome.output
     assert "10 / 11 points" in outcome.output
     assert json.loads(results.read_text())["score"] == 10
@@ -38,8 +48,16 @@ def test_a_failing_report_costs_no_grades(course_root, tmp_path, monkeypatch):
 
     monkeypatch.setattr(cli, "write_report", broken)
     results = tmp_path / "results.json"
-    outcome = run("grade", course_root / "reference", "--course", course_root, "--results", results,
-                  "--report", tmp_path / "report")
+    outcome = run(
+        "grade",
+        course_root / "reference",
+        "--course",
+        course_root,
+        "--results",
+        results,
+        "--report",
+        tmp_path / "report",
+    )
     assert outcome.exit_code == 0 and "warning: the TA report failed: OSError: disk full" in outcome.output
     assert json.loads(results.read_text())["score"] == 10
 
@@ -132,8 +150,10 @@ cli.main(["grade", {submission!r}, "--course", {course!r}, "--results", {results
 def test_a_sigterm_while_grading_still_writes_results(course_root, tmp_path):
     results = tmp_path / "results.json"
     script = SIGTERM_DURING_GRADING.format(
-        repo=str(Path(__file__).resolve().parents[2]), course=str(course_root),
-        submission=str(course_root / "reference"), results=str(results),
+        repo=str(Path(__file__).resolve().parents[2]),
+        course=str(course_root),
+        submission=str(course_root / "reference"),
+        results=str(results),
     )
     run_ = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert run_.returncode == 2, run_.stderr
@@ -143,8 +163,16 @@ def test_a_sigterm_while_grading_still_writes_results(course_root, tmp_path):
 
 
 def test_profile_names_a_bad_case_without_a_traceback(course_root):
-    outcome = run("profile", course_root / "reference", "--assignment", "vec", "--case", "m=3,T=32",
-                  "--course", course_root)
+    outcome = run(
+        "profile",
+        course_root / "reference",
+        "--assignment",
+        "vec",
+        "--case",
+        "m=3,T=32",
+        "--course",
+        course_root,
+    )
     assert outcome.exit_code == 1 and isinstance(outcome.exception, SystemExit)
     assert "unknown parameter 'n'" in outcome.output
 
@@ -160,8 +188,16 @@ def test_table_names_a_file_that_is_no_report(tmp_path, text, words):
 
 def test_grade_names_an_unknown_assignment(course_root, tmp_path):
     results = tmp_path / "results.json"
-    outcome = run("grade", course_root / "reference", "--course", course_root, "--results", results,
-                  "--assignment", "vector")
+    outcome = run(
+        "grade",
+        course_root / "reference",
+        "--course",
+        course_root,
+        "--results",
+        results,
+        "--assignment",
+        "vector",
+    )
     assert outcome.exit_code == 2
     output = json.loads(results.read_text())["output"]
     assert "unknown assignment 'vector' (the rubric has: vec, grid2d)" in output

@@ -11,8 +11,21 @@ import pytest
 from autograder.backends import NAMES
 
 PACKAGE = Path(__file__).resolve().parents[2] / "autograder"
-GRADING = {"cases", "spec", "performance", "pipeline", "checks", "compare", "model", "rubric", "sanitize",
-           "results", "report", "cli", "vocabulary"}
+GRADING = {
+    "cases",
+    "spec",
+    "performance",
+    "pipeline",
+    "checks",
+    "compare",
+    "model",
+    "rubric",
+    "sanitize",
+    "results",
+    "report",
+    "cli",
+    "vocabulary",
+}
 
 
 def module_name(path: Path) -> str:
@@ -71,7 +84,8 @@ def test_backends_never_import_the_grading_layer(name):
 def test_grading_asks_capabilities_not_backend_names(name):
     compared = [
         f"line {node.lineno}"
-        for node in ast.walk(SOURCES[name]) if isinstance(node, ast.Compare)
+        for node in ast.walk(SOURCES[name])
+        if isinstance(node, ast.Compare)
         for operand in (node.left, *node.comparators)
         if isinstance(operand, ast.Constant) and operand.value in NAMES
     ]

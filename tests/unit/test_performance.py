@@ -67,9 +67,17 @@ def test_combined_ratio_is_geometric_mean():
 
 def _timing(student_ms, reference_ms, floor_ms=None, wrong=None):
     return Timing(
-        case={"n": 1 << 24}, student_ms=student_ms, reference_ms=reference_ms,
-        student_spread=0.001, reference_spread=0.001, repeats=30, input_sets=4,
-        device="NVIDIA H200", clocks={"sm_mhz": "1980"}, floor_ms=floor_ms, wrong=wrong,
+        case={"n": 1 << 24},
+        student_ms=student_ms,
+        reference_ms=reference_ms,
+        student_spread=0.001,
+        reference_spread=0.001,
+        repeats=30,
+        input_sets=4,
+        device="NVIDIA H200",
+        clocks={"sm_mhz": "1980"},
+        floor_ms=floor_ms,
+        wrong=wrong,
     )
 
 
@@ -177,9 +185,12 @@ def test_the_physical_floor_is_the_devices_for_the_cases_work():
 
 def test_minimum_bytes_counts_each_array_once():
     spec = Spec(
-        name="window_sum", kernel="window_sum",
+        name="window_sum",
+        kernel="window_sum",
         args=(Array("x", "n + 4"), Array("y", "n", intent="out"), Scalar("n", "n")),
-        block=("T",), grid=("cdiv(n, T)",), cases={"perf": ({"n": 1000, "T": 256},)},
+        block=("T",),
+        grid=("cdiv(n, T)",),
+        cases={"perf": ({"n": 1000, "T": 256},)},
         reference=lambda x, n: {"y": x[:n]},
     )
     assert perf.minimum_work(spec, {"n": 1000, "T": 256}).bytes == 4 * (1004 + 1000)
@@ -187,8 +198,9 @@ def test_minimum_bytes_counts_each_array_once():
 
 def test_counter_metric_scores_the_counter_ratio():
     counts = [
-        perf.counter_ratio("global_load_sectors", {"n": 1000},
-                           {"global_load_sectors": 300}, {"global_load_sectors": 100}),
+        perf.counter_ratio(
+            "global_load_sectors", {"n": 1000}, {"global_load_sectors": 300}, {"global_load_sectors": 100}
+        ),
     ]
     evidence = perf.score_counters("global_load_sectors", counts, full_at=1.0, zero_at=9.0)
     assert evidence.ratio == pytest.approx(3.0)
@@ -339,15 +351,27 @@ def _remembering():
 def _request(student_source, n=1000, sets=3):
     rng = np.random.default_rng(0)
     launches = tuple(
-        Launch(Program(student_source, "vector_add.cu", "vector_add"), (4, 1, 1), (256, 1, 1), args=(
-            Buffer("a", rng.uniform(0.5, 1.5, n).astype(np.float32)),
-            Buffer("b", rng.uniform(0.5, 1.5, n).astype(np.float32)),
-            Buffer("c", np.full(n, np.nan, np.float32), is_output=True), ScalarArg("n", n)))
+        Launch(
+            Program(student_source, "vector_add.cu", "vector_add"),
+            (4, 1, 1),
+            (256, 1, 1),
+            args=(
+                Buffer("a", rng.uniform(0.5, 1.5, n).astype(np.float32)),
+                Buffer("b", rng.uniform(0.5, 1.5, n).astype(np.float32)),
+                Buffer("c", np.full(n, np.nan, np.float32), is_output=True),
+                ScalarArg("n", n),
+            ),
+        )
         for _ in range(sets)
     )
     return TimingRequest(
-        student=launches, reference=Program("reference", "vector_add.cu", "vector_add"),
-        case={"n": n}, rtol=1e-6, atol=1e-6, min_repeats=12, budget_s=5,
+        student=launches,
+        reference=Program("reference", "vector_add.cu", "vector_add"),
+        case={"n": n},
+        rtol=1e-6,
+        atol=1e-6,
+        min_repeats=12,
+        budget_s=5,
     )
 
 
@@ -410,7 +434,6 @@ def test_timing_stops_at_max_repeats():
 
 
 # --- the performance check (checks.performance_check) ----------------------------------
-
 
 
 class _Runs:

@@ -13,39 +13,39 @@ from autograder.sanitize import SanitizerRun
 
 from .fake_backend import FakeBackend
 
-OUT_OF_BOUNDS = '''
+OUT_OF_BOUNDS = """
 def vec(ctx, a, b, c, n):
     c[:n] = a[:n] + b[:n]
     ctx.count("global_load_values", 2 * n)
     if n % ctx.block[0]:
         ctx.finding("out_of_bounds_write", f"vec.cu:3: thread (6,0,0) wrote c[{n}] past its end",
                     line=3, array="c", index=n, bound=n)
-'''
+"""
 
-LAST_BLOCK_MISSING = '''
+LAST_BLOCK_MISSING = """
 def vec(ctx, a, b, c, n):
     full = n - n % ctx.block[0]
     c[:full] = a[:full] + b[:full]
     ctx.count("global_load_values", 2 * n)
-'''
+"""
 
-TWICE_THE_LOADS = '''
+TWICE_THE_LOADS = """
 def vec(ctx, a, b, c, n):
     c[:n] = a[:n] + b[:n]
     ctx.count("global_load_values", 4 * n)
-'''
+"""
 
-WRITES_INPUT = '''
+WRITES_INPUT = """
 def vec(ctx, a, b, c, n):
     c[:n] = a[:n] + b[:n]
     a[0] = 0
     ctx.count("global_load_values", 2 * n)
-'''
+"""
 
-COMPILE_ERROR = '''
+COMPILE_ERROR = """
 def vec(ctx, a, b, c, n):
 #error expected a ';'
-'''
+"""
 
 
 def grade(course, backends, folder, seed=1, **kwargs):
@@ -58,8 +58,10 @@ def scores(graded):
 
 def test_reference_scores_full_except_performance_not_run(course, backends):
     graded = grade(course, backends, course.root / "reference")
-    assert [r.item.name for r in graded.items][:2] == ["vec correctness (aligned)",
-                                                       "vec correctness (ragged)"]
+    assert [r.item.name for r in graded.items][:2] == [
+        "vec correctness (aligned)",
+        "vec correctness (ragged)",
+    ]
     not_full = [r for r in graded.items if not r.passed]
     assert [(r.item.check, r.not_run) for r in not_full] == [("performance", "needs a GPU")]
     assert sum(r.score for r in graded.items) == 10
@@ -77,8 +79,12 @@ def test_starter_scores_zero_everywhere(course, backends):
 def test_out_of_bounds_loses_only_bounds(course, backends, submit):
     graded = grade(course, backends, submit(vec=OUT_OF_BOUNDS))
     assert scores(graded) == {
-        "vec correctness (aligned)": 2, "vec correctness (ragged)": 2, "vec bounds (safety)": 0,
-        "vec barriers (safety)": 1, "vec traffic (safety)": 1, "vec performance (perf)": 0,
+        "vec correctness (aligned)": 2,
+        "vec correctness (ragged)": 2,
+        "vec bounds (safety)": 0,
+        "vec barriers (safety)": 1,
+        "vec traffic (safety)": 1,
+        "vec performance (perf)": 0,
     }
     assert "wrote c[70] past its end" in next(r for r in graded.items if r.item.check == "bounds").output
 
@@ -161,8 +167,13 @@ def test_a_grader_bug_in_one_case_is_flagged_and_the_rest_graded(course, submit,
     assert next(r for r in graded.items if r.item.check == "bounds").passed
 
 
-@pytest.mark.parametrize("error", [LaunchFailure("compile crashed the grading worker (signal SIGKILL)"),
-                                   RuntimeError("nvrtc library missing")])
+@pytest.mark.parametrize(
+    "error",
+    [
+        LaunchFailure("compile crashed the grading worker (signal SIGKILL)"),
+        RuntimeError("nvrtc library missing"),
+    ],
+)
 def test_a_compiler_that_cannot_run_flags_its_items_and_grades_the_rest(course, error):
     class NoCompiler(FakeBackend):
         def compile(self, program):
@@ -203,12 +214,16 @@ def test_results_json_shape(course, backends):
     assert results["score"] == 10 and isinstance(results["execution_time"], int)
     assert results["output"] == (  # the after-due-date item's points stay out of the visible sum
         "10 / 10 points, graded on the emulator backend; not counted here: 1 point shown after the due "
-        "date or when grades are published; not run here: 1 point that need a GPU, to be regraded on one")
+        "date or when grades are published; not run here: 1 point that need a GPU, to be regraded on one"
+    )
     first, perf = results["tests"][0], results["tests"][5]
     assert set(first) == {"name", "score", "max_score", "status", "output", "visibility", "number", "tags"}
     assert (first["number"], first["tags"], first["status"]) == ("1.1", ["vec", "correctness"], "passed")
-    assert (perf["visibility"], perf["status"], perf["tags"]) == ("after_due_date", "failed",
-                                                                   ["vec", "performance", "regrade"])
+    assert (perf["visibility"], perf["status"], perf["tags"]) == (
+        "after_due_date",
+        "failed",
+        ["vec", "performance", "regrade"],
+    )
     assert results["tests"][6]["number"] == "2.1"
     case_seed = graded.items[0].evidence["cases"][0]["seed"]
     assert "seed" not in json.dumps(results) and "918273645" not in json.dumps(results)
@@ -253,6 +268,7 @@ def test_sanitize_adds_the_cross_check_of_the_grading_launches_to_bounds_and_bar
 
 def test_sanitize_without_a_native_backend_is_a_note(course, backends):
     graded = grade(course, backends, course.root / "reference", cross_check=True)
-    assert graded.notes == ("--sanitize was not run: compute-sanitizer needs a GPU, and the emulator backend "
-                            "graded",)
+    assert graded.notes == (
+        "--sanitize was not run: compute-sanitizer needs a GPU, and the emulator backend graded",
+    )
     assert not any("cross-check" in r.output for r in graded.items)

@@ -27,7 +27,9 @@ HOSTILE = {
     "after a raw string holding a quote": ('auto s = R"x(a"b /*)x";\n#include "/etc/passwd"\n// */\n', 2),
     # each below got a file past NVRTC 13.5 and the policy as it was (tried 2026-11-29)
     "after a digit separator and a quote in a string": (
-        'int a = 1\'0; const char* s = "\'/*";\n#include "/etc/passwd"\n// */\n', 2),
+        'int a = 1\'0; const char* s = "\'/*";\n#include "/etc/passwd"\n// */\n',
+        2,
+    ),
     "after a form feed": ('\f#include "/etc/passwd"\n', 1),
     "after a vertical tab": ('\v#include "/etc/passwd"\n', 1),
     "a comment holding a newline after the hash": ('\n#/*\n*/include "/etc/passwd"\n', 2),

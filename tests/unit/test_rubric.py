@@ -98,8 +98,13 @@ def test_missing_assignment_is_an_error(tmp_path):
 
 @pytest.mark.parametrize(
     ("text", "words"),
-    [("", "the file is empty"), ("a: [", "not valid YAML"), ("- 1\n", "the rubric must be a mapping"),
-     ("course: c\n", "has no 'assignments'"), ("assignments:\n  vec: {items: []}\n", "non-empty list")],
+    [
+        ("", "the file is empty"),
+        ("a: [", "not valid YAML"),
+        ("- 1\n", "the rubric must be a mapping"),
+        ("course: c\n", "has no 'assignments'"),
+        ("assignments:\n  vec: {items: []}\n", "non-empty list"),
+    ],
 )
 def test_malformed_files(tmp_path, text, words):
     with pytest.raises(RubricError, match=words):

@@ -16,16 +16,24 @@ from .test_sanitizer_report import MEMCHECK, RACECHECK_HAZARD
 
 ADD = "def vector_add(ctx, a, b, c, n):\n    c[:n] = a[:n] + b[:n]\n"
 HANG = "import time\ndef vector_add(ctx, a, b, c, n):\n    time.sleep(60)\n"
-CRASH = ("from autograder.backends.base import LaunchFailure\n"
-         "def vector_add(ctx, a, b, c, n):\n"
-         "    raise LaunchFailure('an illegal memory access was encountered')\n")
+CRASH = (
+    "from autograder.backends.base import LaunchFailure\n"
+    "def vector_add(ctx, a, b, c, n):\n"
+    "    raise LaunchFailure('an illegal memory access was encountered')\n"
+)
 
 
 def _launch(n, source=ADD):
     return Launch(
-        Program(source, "vector_add.cu", "vector_add"), grid=(-(-n // 256), 1, 1), block=(256, 1, 1),
-        args=(Buffer("a", np.ones(n, np.float32)), Buffer("b", np.ones(n, np.float32)),
-              Buffer("c", np.full(n, np.nan, np.float32), is_output=True), Scalar("n", n)),
+        Program(source, "vector_add.cu", "vector_add"),
+        grid=(-(-n // 256), 1, 1),
+        block=(256, 1, 1),
+        args=(
+            Buffer("a", np.ones(n, np.float32)),
+            Buffer("b", np.ones(n, np.float32)),
+            Buffer("c", np.full(n, np.nan, np.float32), is_output=True),
+            Scalar("n", n),
+        ),
     )
 
 
@@ -97,8 +105,10 @@ def test_without_compute_sanitizer_every_tool_says_so(monkeypatch):
 
 
 def test_the_cross_check_joins_an_item_unscored():
-    runs = [sanitize.SanitizerRun("memcheck", tuple(parse(MEMCHECK, "memcheck")), 3),
-            sanitize.SanitizerRun("racecheck", note="stopped after 300 s")]
+    runs = [
+        sanitize.SanitizerRun("memcheck", tuple(parse(MEMCHECK, "memcheck")), 3),
+        sanitize.SanitizerRun("racecheck", note="stopped after 300 s"),
+    ]
     bounds = ItemResult(Item("vector_add", "bounds", "safety", 3.0, "bounds"), 3.0, "ok")
     checked = sanitize.with_cross_check(bounds, runs)
     assert checked.score == 3.0 and checked.output.startswith("ok\n") and bounds.output == "ok"
@@ -109,8 +119,10 @@ def test_the_cross_check_joins_an_item_unscored():
 
 
 def test_an_item_carries_only_the_cross_check_findings_of_its_own_check():
-    runs = [sanitize.SanitizerRun("memcheck", tuple(parse(MEMCHECK, "memcheck")), 3),
-            sanitize.SanitizerRun("racecheck", tuple(parse(RACECHECK_HAZARD, "racecheck")), 2)]
+    runs = [
+        sanitize.SanitizerRun("memcheck", tuple(parse(MEMCHECK, "memcheck")), 3),
+        sanitize.SanitizerRun("racecheck", tuple(parse(RACECHECK_HAZARD, "racecheck")), 2),
+    ]
     bounds = ItemResult(Item("vector_add", "bounds", "safety", 3.0, "bounds"), 0.0, "a finding")
     barriers = ItemResult(Item("vector_add", "barriers", "safety", 2.0, "barriers"), 2.0, "ok")
     checked = sanitize.with_cross_check(bounds, runs)

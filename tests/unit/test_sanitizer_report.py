@@ -185,9 +185,15 @@ def test_program_output_between_reports_is_ignored():
 
 def _launch(n):
     return Launch(
-        Program("", "vector_add.cu", "vector_add"), grid=(-(-n // 256), 1, 1), block=(256, 1, 1),
-        args=(Buffer("a", np.ones(n, np.float32)), Buffer("b", np.ones(n, np.float32)),
-              Buffer("c", np.full(n, np.nan, np.float32), is_output=True), Scalar("n", n)),
+        Program("", "vector_add.cu", "vector_add"),
+        grid=(-(-n // 256), 1, 1),
+        block=(256, 1, 1),
+        args=(
+            Buffer("a", np.ones(n, np.float32)),
+            Buffer("b", np.ones(n, np.float32)),
+            Buffer("c", np.full(n, np.nan, np.float32), is_output=True),
+            Scalar("n", n),
+        ),
     )
 
 

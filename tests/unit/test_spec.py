@@ -21,12 +21,19 @@ def test_expressions():
     assert dim3(("T", "2"), case) == (256, 2, 1)
 
 
-@pytest.mark.parametrize(("expression", "words"), [
-    ("m + 1", "unknown parameter 'm'"), ("n +", "cannot evaluate"),
-    ("__import__('os')", "unsupported syntax"),
-    ("n / 0", "division by zero"), ("n.real", "unsupported syntax"),
-    ("10.0 ** 400", "out of range"), ("1e400", "not a finite number"), ("sqrt(-n)", "math domain error"),
-])
+@pytest.mark.parametrize(
+    ("expression", "words"),
+    [
+        ("m + 1", "unknown parameter 'm'"),
+        ("n +", "cannot evaluate"),
+        ("__import__('os')", "unsupported syntax"),
+        ("n / 0", "division by zero"),
+        ("n.real", "unsupported syntax"),
+        ("10.0 ** 400", "out of range"),
+        ("1e400", "not a finite number"),
+        ("sqrt(-n)", "math domain error"),
+    ],
+)
 def test_bad_expressions_name_themselves(expression, words):
     with pytest.raises(SpecError, match="cannot evaluate") as error:
         evaluate(expression, {"n": 1})
@@ -40,14 +47,19 @@ def test_load_specs_finds_every_spec(tmp_path):
     assert list(load_specs(tmp_path)) == ["a", "b"]
 
 
-@pytest.mark.parametrize(("text", "words"), [
-    (GOOD.format(name="other"), "SPEC.name is 'other', the folder is 'a'"),
-    ("SPEC = 3\n", "defines no SPEC = Spec(...)"),
-    ("import numpy as np\nSPEC = np.nope\n", "AttributeError"),
-    ("def broken(:\n", "SyntaxError"),
-    (GOOD.format(name="a").replace('{"aligned"', '{"safety": (), "aligned"'),
-     "case group 'safety' has no cases"),
-])
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (GOOD.format(name="other"), "SPEC.name is 'other', the folder is 'a'"),
+        ("SPEC = 3\n", "defines no SPEC = Spec(...)"),
+        ("import numpy as np\nSPEC = np.nope\n", "AttributeError"),
+        ("def broken(:\n", "SyntaxError"),
+        (
+            GOOD.format(name="a").replace('{"aligned"', '{"safety": (), "aligned"'),
+            "case group 'safety' has no cases",
+        ),
+    ],
+)
 def test_spec_errors_name_the_file(tmp_path, text, words):
     write_spec(tmp_path, "a", text)
     with pytest.raises(SpecError) as error:
