@@ -7,6 +7,7 @@ from autograder.backends.base import Buffer, Scalar
 from autograder.cases import (
     GroupCase,
     case_seed,
+    find_case,
     group_cases,
     make_inputs,
     prepare,
@@ -62,6 +63,13 @@ def test_a_group_draws_the_input_set_asked_for_and_grading_draws_set_0():
     grading = [case_seed(7, "mix", "g", index, 0) for index in (0, 1)]
     assert [p.ref.seed for p in prepare_group(spec, "src", "g", 7, 20)] == grading
     assert [r.seed for r in group_cases(spec, "g", 7)] == grading
+
+
+def test_profile_finds_a_graded_case_with_its_grading_seed_and_draws_others_apart():
+    spec = dataclasses.replace(SPEC, cases={"g": (CASE,), "safety": ({"n": 10, "T": 64}, {"n": 33, "T": 32})})
+    assert find_case(spec, {"T": 32, "n": 33}, 9) == group_cases(spec, "safety", 9)[1]
+    custom = find_case(spec, {"n": 5, "T": 32}, 9)
+    assert (custom.group, custom.seed) == ("custom", case_seed(9, "mix", "custom", 0))
 
 
 def test_default_inputs_are_never_zero_and_signed():
