@@ -19,6 +19,7 @@ from autograder.backends.base import BackendError, Capabilities, Finding, Timing
 from autograder.compare import CaseOutcome, OutputComparison, outcome_record
 from autograder.model import ItemResult
 from autograder.rubric import Item
+from autograder.truncation import LINE_BYTES, capped
 from autograder.vocabulary import CHECKS
 
 MAX_FINDINGS_SHOWN = 8
@@ -176,8 +177,16 @@ def _cases(outcomes: list[CaseOutcome]) -> str:
     return f"{len({(o.group, o.index) for o in outcomes})} case(s) on {' and '.join(backends)}"
 
 
+def finding_lines(findings: list[Finding]) -> list[str]:
+    """One indented line per finding, its message bounded (a message quotes the student's names)."""
+    return [
+        f"  {capped(f.message, LINE_BYTES)}" + (f" (and {f.others} other threads)" if f.others else "")
+        for f in findings
+    ]
+
+
 def _messages(findings: list[Finding]) -> list[str]:
-    lines = [f"  {f.message}" + (f" (and {f.others} other threads)" if f.others else "") for f in findings]
+    lines = finding_lines(findings)
     if len(lines) > MAX_FINDINGS_SHOWN:
         lines = [*lines[:MAX_FINDINGS_SHOWN], f"  ... and {len(lines) - MAX_FINDINGS_SHOWN} more"]
     return lines
@@ -205,7 +214,7 @@ def _printed(stdout: str) -> str:
     lines = stdout.splitlines()
     if not lines:
         return ""
-    shown = [f"\n    | {line}" for line in lines[:MAX_PRINTED_LINES]]
+    shown = [f"\n    | {capped(line, LINE_BYTES)}" for line in lines[:MAX_PRINTED_LINES]]
     hidden = len(lines) - MAX_PRINTED_LINES
     if hidden > 0:
         shown.append(f"\n    | ... {hidden} more lines")

@@ -15,6 +15,7 @@ from autograder import class_table, pipeline, policy
 from autograder.backends import NAMES, open_backends, select_backend
 from autograder.backends.base import BackendError
 from autograder.cases import find_case, prepare
+from autograder.compiler import nvrtc_problem
 from autograder.emulator.profile import profile_data, profile_table
 from autograder.model import Course, ItemResult, read_course
 from autograder.report import write_report
@@ -58,7 +59,7 @@ def main():
 
 
 @main.command()
-@click.argument("submission", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("submission", type=click.Path(path_type=Path))  # missing: graded as empty, 0 with a reason
 @course_options
 @click.option(
     "--rubric",
@@ -156,8 +157,16 @@ def course_or_usage_error(root: Path | None) -> Course:
 
 def backends_for(course: Course, name: str | None):
     """The backends ``--backend`` (default: the rubric's) names, within the rubric's limits."""
+    optional("the compiler check", warn_unpinned_compiler)
     limits = course.rubric.limits
     return open_backends(name or course.rubric.backend, limits.compile_s, limits.emulator_mb)
+
+
+def warn_unpinned_compiler() -> None:
+    """On stderr (the instructor's log, not the student's feedback): an NVRTC other than the pinned one."""
+    problem = nvrtc_problem()
+    if problem:
+        click.echo(f"warning: {problem}", err=True)
 
 
 def progress_printer():

@@ -16,8 +16,10 @@ import numpy as np
 from autograder.backends.base import Counters, Finding, LaunchResult
 from autograder.cases import Prepared, array_shape, arrays, reference_outputs, unwritten
 from autograder.spec import Spec, evaluate
+from autograder.truncation import LINE_BYTES, capped
 
 MAX_REPORTED_STDOUT = 4000  # characters of a case's printf output in the TA report
+MAX_RECORDED_FINDINGS = 50  # per case in the TA report (findings are collapsed per kind and line already)
 
 
 @dataclass(frozen=True)
@@ -152,8 +154,13 @@ def outcome_record(o: CaseOutcome) -> dict:
         "grader_fault": o.grader_fault,
         "outputs": [asdict(c) for c in o.outputs],
         "inputs_modified": list(o.inputs_modified),
-        "findings": [asdict(f) for f in o.findings],
+        "findings": [record(f) for f in o.findings[:MAX_RECORDED_FINDINGS]],
         "elapsed_ms": o.elapsed_ms,
         "counters": dict(o.counters.totals) if o.counters else None,
         "stdout": o.stdout[:MAX_REPORTED_STDOUT],
     }
+
+
+def record(finding: Finding) -> dict:
+    """One finding for the TA report, its message bounded."""
+    return {**asdict(finding), "message": capped(finding.message, LINE_BYTES)}

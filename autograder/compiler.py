@@ -17,6 +17,10 @@ from pathlib import Path
 from autograder.backends.base import CompileError, Program
 
 EMULATOR_ARCH = "compute_90"  # the virtual architecture the emulator's PTX is written for
+# The NVRTC the course is graded with (pyproject.toml pins the package). Another version may
+# compile the same source differently: NVRTC 13.0 removes an endless `volatile` spin loop
+# that 13.5 keeps, so one machine would report a hang and another a pass.
+PINNED_NVRTC = (13, 5)
 
 # NVRTC compiles device code only and finds no C library headers, yet students write
 # `#include <cstdio>` for printf or `<climits>` for INT_MAX. These stand-ins give device code
@@ -86,6 +90,17 @@ def nvrtc_version() -> tuple[int, int]:
 
     _err, major, minor = nvrtc.nvrtcVersion()
     return major, minor
+
+
+def nvrtc_problem() -> str | None:
+    """Why this machine's verdicts may differ from the course's: an NVRTC other than the pinned one."""
+    found = nvrtc_version()
+    if found == PINNED_NVRTC:
+        return None
+    return (
+        f"NVRTC {found[0]}.{found[1]} compiles here, the course pins {PINNED_NVRTC[0]}.{PINNED_NVRTC[1]} "
+        "(pyproject.toml): a kernel may compile differently, so verdicts may differ from other machines'"
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -164,16 +179,16 @@ def _student_log(log: str, program: Program) -> str:
 def _blob(nvrtc, prog, kind: str) -> bytes:
     err, size = getattr(nvrtc, f"nvrtcGet{kind}Size")(prog)
     _check(nvrtc, err, f"nvrtcGet{kind}Size")
-    buf = b" " * size
+    buf = bytearray(size)  # NVRTC writes into it: never an immutable bytes (b" " is a shared object)
     _check(nvrtc, getattr(nvrtc, f"nvrtcGet{kind}")(prog, buf)[0], f"nvrtcGet{kind}")
-    return buf
+    return bytes(buf)
 
 
 def _log(nvrtc, prog) -> str:
     _err, size = nvrtc.nvrtcGetProgramLogSize(prog)
-    buf = b" " * size
+    buf = bytearray(size)  # as in _blob: a clean compile's log is one byte, and b" " * 1 is b" " itself
     nvrtc.nvrtcGetProgramLog(prog, buf)
-    return buf.rstrip(b"\0").decode(errors="replace")
+    return bytes(buf).rstrip(b"\0").decode(errors="replace")
 
 
 def _check(nvrtc, err, what: str) -> None:

@@ -28,6 +28,7 @@ from autograder.backends.base import (
     Capabilities,
     CompileError,
     Launch,
+    LaunchTimeout,
     Timing,
     Unsupported,
 )
@@ -38,6 +39,15 @@ from autograder.model import Course, Grade, ItemResult
 from autograder.policy import read_source
 from autograder.rubric import Item
 from autograder.spec import Spec
+from autograder.truncation import LINE_BYTES, capped
+
+# An endless loop must cost seconds, not the whole time budget. Where the backend counts
+# instructions, a student's launch may execute this many times the reference kernel's own
+# lane instructions on the same case, and never fewer than the floor (correct variants of
+# the course's kernels take at most 7.2 times the reference's, bench/results/contract-gpu.md).
+WORK_MULTIPLE = 32
+WORK_FLOOR = 10_000_000
+STALLED_S = 2.0  # the time limit of a student's launches once one of them did not finish
 
 
 class CaseRunner:
@@ -64,6 +74,7 @@ class CaseRunner:
         self.deadline = deadline
         self._cache: dict[tuple, list[CaseOutcome]] = {}
         self._cross_checks: dict[str, list[sanitize.SanitizerRun]] = {}
+        self.stalled = False  # a launch of the student's kernel did not finish
 
     def capabilities(self, role: str) -> Capabilities:
         return self.roles[role][0].capabilities
@@ -89,15 +100,34 @@ class CaseRunner:
             return _fault(outcome, f"grader problem: no {source_kind} source for {self.spec.name}")
         if time.monotonic() > self.deadline:
             return replace(outcome, error="not run: the submission's time limit was reached")
+        student = source_kind == "student"
         try:
             prepared = prepare(self.spec, source, ref, self.case_s)
-            return judged(outcome, self.spec, prepared, backend.launch(prepared.launch))
+            launch = self._limited(prepared.launch, backend, ref) if student else prepared.launch
+            judgement = judged(outcome, self.spec, prepared, backend.launch(launch))
         except Unsupported as e:  # the emulator's limit, not the student's fault: a person should look
             return _fault(outcome, str(e))
         except BackendError as e:
+            self.stalled |= student and isinstance(e, LaunchTimeout)
             return replace(outcome, error=str(e))
         except Exception as e:  # a grader bug: fail this case, grade the rest
             return _fault(outcome, f"grader error: {type(e).__name__}: {e}")
+        self.stalled |= student and any(f.kind == "instruction_budget" for f in judgement.findings)
+        return judgement
+
+    def _limited(self, launch: Launch, backend: Backend, ref) -> Launch:
+        """A student's launch, its work bounded by the reference's; short once one did not finish."""
+        if self.stalled:
+            return replace(
+                launch, time_limit_s=min(launch.time_limit_s, STALLED_S), instruction_limit=WORK_FLOOR
+            )
+        if not backend.capabilities.sees_every_access:
+            return launch
+        reference = self.outcomes("reference", ref.group)[ref.index]
+        counted = reference.counters.totals.get("lane_instructions") if reference.counters else None
+        return (
+            replace(launch, instruction_limit=max(WORK_FLOOR, WORK_MULTIPLE * counted)) if counted else launch
+        )
 
     def timings(self, group: str) -> list[Timing]:
         """Student against reference on the grading backend, each case with its physical floor."""
@@ -178,6 +208,9 @@ def check_assignments(course: Course, names: list[str]) -> None:
 def _submitted(submission: Path, course: Course, notes: list[str]) -> list[str]:
     """Assignments whose file is in the submission; all of them (to fail) when none is."""
     names = list(course.rubric.assignments)
+    if not submission.is_dir():
+        notes.append("the submission could not be read (no folder of files was found); nothing was graded")
+        return names
     missing = check_submitted_files([f"{name}.cu" for name in names], base=str(submission))
     found = [name for name in names if f"{name}.cu" not in missing]
     if found:
@@ -202,7 +235,7 @@ def _grade_assignment(
     if problem is None:
         problem, regrade = _compile_problem(backends.grading, spec, source, items)
     if problem is not None:
-        yield from (ItemResult(item, 0.0, problem, regrade=regrade) for item in items)
+        yield from _ungraded(items, problem, regrade)
         return
     reference = course.reference_source(name)
     sources = {"student": source, "reference": reference.read_text() if reference.exists() else None}
@@ -212,6 +245,17 @@ def _grade_assignment(
         if cross_check and item.check in sanitize.CROSS_CHECKED:
             result = sanitize.with_cross_check(result, runner.cross_check(item.cases))
         yield result
+
+
+def _ungraded(items: tuple[Item, ...], problem: str, regrade: bool) -> Iterator[ItemResult]:
+    """Every item at 0: the first with the whole problem (a compiler's log), the others with its gist."""
+    first, *rest = items
+    yield ItemResult(first, 0.0, problem, regrade=regrade)
+    lines = problem.strip().splitlines() or [problem]
+    gist = " ".join(dict.fromkeys([lines[0], next((line for line in lines if "error" in line), lines[0])]))
+    if len(lines) > 1:
+        gist = f"{capped(gist, LINE_BYTES)} (the whole message is under '{first.name}')"
+    yield from (ItemResult(item, 0.0, gist, regrade=regrade) for item in rest)
 
 
 def check_item(item: Item, runner: CaseRunner) -> ItemResult:

@@ -39,6 +39,7 @@ CUDA_HEADERS = frozenset(
 ALLOWED_HEADERS = CUDA_HEADERS | frozenset(STANDARD_HEADERS)
 
 _DIRECTIVE = re.compile(r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*(include_next|include|import|embed)\b(.*)$", re.M)
+_HAS_INCLUDE = re.compile(r"\b__has_include(?:_next)?\b")
 _SYSTEM_HEADER = re.compile(r"^\s*<([^<>\s]+)>\s*$")
 _TOKEN = re.compile(
     r"""(?P<literal>(?:u8|[uUL])?R"(?P<delimiter>[^()\\\s]{0,16})\(.*?\)(?P=delimiter)"|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')"""
@@ -49,16 +50,23 @@ _TOKEN = re.compile(
 
 
 def read_source(path: Path) -> tuple[str, str | None]:
-    """The submitted source, or why it cannot be graded (the sentence the student reads)."""
+    """The submitted source, or why it cannot be graded (the sentence the student reads).
+
+    Never reads more than the limit and one byte; a UTF-8 byte-order mark is dropped.
+    """
     if path.is_symlink():  # it could name the reference solution beside the submission
         return "", f"{path.name} is a symbolic link; submit the file itself"
     if not path.is_file():
         return "", f"{path.name} was not submitted"
-    data = path.read_bytes()
-    if len(data) > MAX_SOURCE_BYTES:
-        return "", f"{path.name} is {len(data)} bytes; the limit is {MAX_SOURCE_BYTES}"
     try:
-        source = data.decode("utf-8")
+        with path.open("rb") as file:
+            data = file.read(MAX_SOURCE_BYTES + 1)
+    except OSError as e:
+        return "", f"{path.name} could not be read ({e.strerror or type(e).__name__}); submit it again"
+    if len(data) > MAX_SOURCE_BYTES:
+        return "", f"{path.name} is larger than the limit of {MAX_SOURCE_BYTES} bytes"
+    try:
+        source = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         return "", f"{path.name} is not UTF-8 text (byte {e.start})"
     return source, include_problem(source, path.name)
@@ -80,6 +88,11 @@ def include_problem(source: str, filename: str) -> str | None:
             f"{filename}:{line}: '{written}' is not allowed: a submission is this one file, "
             f"and it may include only these headers: {allowed}"
         )
+    probe = _HAS_INCLUDE.search(text)  # it would tell whether a file exists on the grading machine
+    if probe:
+        line = physical_line[spliced.count("\n", 0, origin(probe.start()))]
+        name = probe.group(0)
+        return f"{filename}:{line}: '{name}' is not allowed: it asks about files beside the submission"
     return None
 
 

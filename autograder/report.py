@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from autograder.model import Grade
+from autograder.truncation import ITEM_OUTPUT_BYTES, capped
 
 
 def report_data(grade: Grade, submission: Path) -> dict:
@@ -32,7 +33,7 @@ def report_data(grade: Grade, submission: Path) -> dict:
                 "score": r.score,
                 "max_score": r.item.points,
                 "regrade": r.regrade,
-                "output": r.output,
+                "output": capped(r.output, ITEM_OUTPUT_BYTES),
                 "evidence": r.evidence,
             }
             for r in grade.items

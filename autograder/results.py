@@ -16,6 +16,7 @@ from pathlib import Path
 
 from autograder.model import Grade
 from autograder.rubric import Item, Rubric
+from autograder.truncation import ITEM_OUTPUT_BYTES, capped
 
 
 def build_results(grade: Grade, rubric: Rubric) -> dict:
@@ -23,7 +24,7 @@ def build_results(grade: Grade, rubric: Rubric) -> dict:
     return {
         "score": round(sum(t["score"] for t in tests), 4),
         "execution_time": round(grade.elapsed_s),
-        "output": "\n".join([*grade.notes, _summary(grade)]),
+        "output": capped("\n".join([*grade.notes, _summary(grade)]), ITEM_OUTPUT_BYTES),
         "tests": tests,
     }
 
@@ -67,7 +68,7 @@ def _test(item: Item, score: float, output: str, passed: bool, rubric: Rubric, r
         "score": score,
         "max_score": item.points,
         "status": "passed" if passed else "failed",
-        "output": output,
+        "output": capped(output, ITEM_OUTPUT_BYTES),
         "visibility": item.visibility,
         "number": _number(item, rubric),
         "tags": tags,

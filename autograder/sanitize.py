@@ -19,11 +19,13 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autograder.backends import watched_gpu
 from autograder.backends.base import BackendError, Finding, Launch, LaunchTimeout
+from autograder.checks import finding_lines
+from autograder.compare import MAX_RECORDED_FINDINGS, record
 from autograder.model import ItemResult
 from autograder.sanitizer_report import Allocation, allocations_of, error_count, parse
 
@@ -142,7 +144,7 @@ def with_cross_check(result: ItemResult, runs: Sequence[SanitizerRun]) -> ItemRe
     check = result.item.check
     findings = [f for run in runs for f in run.findings if f.check == check]
     lines = [f"compute-sanitizer cross-check (not scored): {len(findings)} {check} finding(s)"]
-    lines += [f"  {f.message}" + (f" (and {f.others} other threads)" if f.others else "") for f in findings]
+    lines += finding_lines(findings)
     lines += [f"  {run.tool}: {run.note}" for run in runs if run.note]
     evidence = {
         **result.evidence,
@@ -151,7 +153,7 @@ def with_cross_check(result: ItemResult, runs: Sequence[SanitizerRun]) -> ItemRe
                 "tool": run.tool,
                 "errors": run.errors,
                 "note": run.note,
-                "findings": [asdict(f) for f in run.findings if f.check == check],
+                "findings": [record(f) for f in run.findings if f.check == check][:MAX_RECORDED_FINDINGS],
             }
             for run in runs
         ],

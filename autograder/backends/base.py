@@ -67,6 +67,9 @@ class Launch:
     args: tuple[Arg, ...]
     shared_bytes: int = 0  # dynamic (extern __shared__) bytes
     time_limit_s: float = 20.0
+    # Lane instructions after which a backend that counts them ends the launch with an
+    # ``instruction_budget`` finding (None: the backend's own budget); others ignore it.
+    instruction_limit: int | None = None
 
 
 # Finding kinds, and the rubric check each one belongs to.
@@ -194,7 +197,9 @@ class Capabilities:
     """What a backend can do; grading asks these, never the backend's name."""
 
     measures_time: bool = False  # ``time()`` gives device times (performance items with ``metric: time``)
-    sees_every_access: bool = False  # every out-of-bounds access, barrier and race is a finding; counters
+    # every out-of-bounds access, barrier and race is a finding; counters (instructions too, so
+    # it honours Launch.instruction_limit)
+    sees_every_access: bool = False
     runs_natively: bool = False  # kernels run on a real GPU (so compute-sanitizer can watch them)
 
 

@@ -29,4 +29,4 @@ class EmulatorBackend(Backend):
 
     def launch(self, launch: Launch) -> LaunchResult:
         compiled = compile_ptx(launch.program)
-        return emulate(compiled.ptx, compiled.lowered_name, launch, self.budget)
+        return emulate(compiled.ptx, compiled.lowered_name, launch, launch.instruction_limit or self.budget)

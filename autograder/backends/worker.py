@@ -125,6 +125,13 @@ class WorkerBackend(Backend):
         if self._process is not None and self._process.poll() is None:
             return
         self._stop()
+        try:
+            self._start()
+        except BaseException:  # an interrupt mid-start would leave the ready message for the next call
+            self._stop()
+            raise
+
+    def _start(self) -> None:
         self._conn, child = Pipe()
         serve_call = f"from autograder.backends.worker import serve; serve({child.fileno()})"
         command = [*self.command, sys.executable, "-c", serve_call]

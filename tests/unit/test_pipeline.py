@@ -5,7 +5,7 @@ import pytest
 
 from autograder import pipeline, sanitize
 from autograder.backends import Backends
-from autograder.backends.base import Capabilities, Finding, LaunchFailure, Unsupported
+from autograder.backends.base import Capabilities, CompileError, Finding, LaunchFailure, Unsupported
 from autograder.model import read_course
 from autograder.report import write_report
 from autograder.results import build_results, fallback_results
@@ -132,6 +132,22 @@ def test_compile_error_fails_every_item_with_the_line(course, backends, submit):
     graded = grade(course, backends, submit(vec=COMPILE_ERROR))
     assert len(graded.items) == 6 and all(r.score == 0 for r in graded.items)
     assert all("vec.cu(2): error: expected a ';'" in r.output for r in graded.items)
+    first, *rest = graded.items
+    assert all(r.output.endswith(f"(the whole message is under '{first.item.name}')") for r in rest)
+
+
+def test_a_long_compiler_log_is_shown_once(course, submit):
+    class Verbose(FakeBackend):
+        def compile(self, program):
+            raise CompileError(
+                "\n".join(f"vec.cu({k}): error: this is line {k} of the log" for k in range(2000))
+            )
+
+    verbose = Verbose()
+    graded = grade(course, Backends(verbose, verbose), submit(vec="def vec(ctx, a, b, c, n):\n    pass\n"))
+    first, *rest = [r for r in graded.items if r.item.assignment == "vec"]
+    assert first.output.count("\n") > 1000
+    assert all(r.output.count("\n") == 0 and "vec.cu(0): error: this is line 0" in r.output for r in rest)
 
 
 def test_only_submitted_assignments_are_graded(course, backends, submit):

@@ -73,7 +73,48 @@ def test_size_encoding_and_absence_are_reported(tmp_path):
     path.write_bytes(b"\xff\xfe" + KERNEL.encode())
     assert "not UTF-8" in read_source(path)[1]
     path.write_bytes(b" " * (MAX_SOURCE_BYTES + 1))
-    assert "the limit is" in read_source(path)[1]
+    assert "larger than the limit" in read_source(path)[1]
+
+
+def test_a_byte_order_mark_is_dropped(tmp_path):
+    path = tmp_path / "vector_add.cu"
+    path.write_bytes(b"\xef\xbb\xbf" + KERNEL.encode())
+    assert read_source(path) == (KERNEL, None)
+
+
+def test_a_huge_file_is_never_read_past_the_limit(tmp_path, monkeypatch):
+    path = tmp_path / "vector_add.cu"
+    with path.open("wb") as sparse:  # 3 GB that take no disk
+        sparse.truncate(3 << 30)
+    read = []
+    real_open = Path.open
+
+    def recording_open(self, *args, **kwargs):
+        file = real_open(self, *args, **kwargs)
+        real_read = file.read
+        file.read = lambda *size: read.append(len(data := real_read(*size))) or data
+        return file
+
+    monkeypatch.setattr(Path, "open", recording_open)
+    assert "larger than the limit" in read_source(path)[1]
+    assert 0 < sum(read) <= MAX_SOURCE_BYTES + 1
+
+
+def test_an_unreadable_file_is_its_own_problem(tmp_path, monkeypatch):
+    path = tmp_path / "vector_add.cu"
+    path.write_text(KERNEL)
+
+    def denied(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "open", denied)
+    assert read_source(path) == ("", "vector_add.cu could not be read (Permission denied); submit it again")
+
+
+def test_has_include_is_refused_like_an_include():
+    source = "#if __has_include(</autograder/source/reference/vector_add.cu>)\n#endif\n" + KERNEL
+    assert include_problem(source, "v.cu").startswith("v.cu:1: '__has_include' is not allowed")
+    assert include_problem('const char* s = "__has_include";\n' + KERNEL, "v.cu") is None
 
 
 def test_a_symbolic_link_is_refused_not_followed(tmp_path):

@@ -151,6 +151,28 @@ def test_after_an_interrupted_launch_the_next_call_gets_its_own_answer(worker):
     assert worker.launch(launch(ADD)).outputs["x"][0] == 2  # not the slow launch's 11
 
 
+def slow_to_start():
+    time.sleep(1.0)
+    return FakeBackend()
+
+
+def test_an_interrupt_while_the_worker_starts_leaves_nothing_for_the_next_call():
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    worker = WorkerBackend(slow_to_start, "emulator")
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)  # the worker is up and building its backend
+        with pytest.raises(KeyboardInterrupt):
+            worker.launch(launch(ADD))
+        signal.signal(signal.SIGALRM, previous)
+        assert worker.launch(launch(ADD)).outputs["x"][0] == 2  # not the first worker's "ready"
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+        worker.close()
+
+
 def test_pipeline_grades_the_rest_after_a_hang_and_a_crash(course, submit):
     hang_on_ragged = (
         "import os, time\n"
