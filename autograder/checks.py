@@ -17,9 +17,9 @@ from typing import Protocol
 from autograder import performance
 from autograder.backends.base import BackendError, Capabilities, Finding, Timing
 from autograder.compare import CaseOutcome, OutputComparison, outcome_record
+from autograder.feedback import LINE_BYTES, capped
 from autograder.model import ItemResult
 from autograder.rubric import Item
-from autograder.truncation import LINE_BYTES, capped
 from autograder.vocabulary import CHECKS
 
 MAX_FINDINGS_SHOWN = 8

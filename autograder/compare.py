@@ -15,8 +15,8 @@ import numpy as np
 
 from autograder.backends.base import Counters, Finding, LaunchResult
 from autograder.cases import Prepared, array_shape, arrays, reference_outputs, unwritten
+from autograder.feedback import LINE_BYTES, capped
 from autograder.spec import Spec, evaluate
-from autograder.truncation import LINE_BYTES, capped
 
 MAX_REPORTED_STDOUT = 4000  # characters of a case's printf output in the TA report
 MAX_RECORDED_FINDINGS = 50  # per case in the TA report (findings are collapsed per kind and line already)

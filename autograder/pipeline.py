@@ -35,11 +35,11 @@ from autograder.backends.base import (
 from autograder.cases import group_cases, prepare, prepare_group, program, timing_requests
 from autograder.checks import SCORERS
 from autograder.compare import CaseOutcome, judged
+from autograder.feedback import LINE_BYTES, capped
 from autograder.model import Course, Grade, ItemResult
 from autograder.policy import read_source
 from autograder.rubric import Item
 from autograder.spec import Spec
-from autograder.truncation import LINE_BYTES, capped
 
 # An endless loop must cost seconds, not the whole time budget. Where the backend counts
 # instructions, a student's launch may execute this many times the reference kernel's own

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from autograder.feedback import ITEM_OUTPUT_BYTES, capped
 from autograder.model import Grade
-from autograder.truncation import ITEM_OUTPUT_BYTES, capped
 
 
 def report_data(grade: Grade, submission: Path) -> dict:

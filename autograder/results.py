@@ -14,9 +14,9 @@ import json
 import os
 from pathlib import Path
 
+from autograder.feedback import for_student
 from autograder.model import Grade
 from autograder.rubric import Item, Rubric
-from autograder.truncation import ITEM_OUTPUT_BYTES, capped
 
 
 def build_results(grade: Grade, rubric: Rubric) -> dict:
@@ -24,7 +24,7 @@ def build_results(grade: Grade, rubric: Rubric) -> dict:
     return {
         "score": round(sum(t["score"] for t in tests), 4),
         "execution_time": round(grade.elapsed_s),
-        "output": capped("\n".join([*grade.notes, _summary(grade)]), ITEM_OUTPUT_BYTES),
+        "output": for_student("\n".join([*grade.notes, _summary(grade)])),
         "tests": tests,
     }
 
@@ -56,7 +56,7 @@ def fallback_results(rubric: Rubric | None, reason: str, elapsed_s: float = 0.0)
     return {
         "score": 0.0,
         "execution_time": round(elapsed_s),
-        "output": message,
+        "output": for_student(message),
         "tests": [_test(item, 0.0, message, False, rubric, regrade=True) for item in items],
     }
 
@@ -68,7 +68,7 @@ def _test(item: Item, score: float, output: str, passed: bool, rubric: Rubric, r
         "score": score,
         "max_score": item.points,
         "status": "passed" if passed else "failed",
-        "output": capped(output, ITEM_OUTPUT_BYTES),
+        "output": for_student(output),
         "visibility": item.visibility,
         "number": _number(item, rubric),
         "tags": tags,

@@ -6,6 +6,8 @@ import pytest
 from autograder import pipeline, sanitize
 from autograder.backends import Backends
 from autograder.backends.base import Capabilities, CompileError, Finding, LaunchFailure, Unsupported
+from autograder.backends.worker import WorkerError
+from autograder.feedback import scrubbed
 from autograder.model import read_course
 from autograder.report import write_report
 from autograder.results import build_results, fallback_results
@@ -288,3 +290,30 @@ def test_sanitize_without_a_native_backend_is_a_note(course, backends):
         "--sanitize was not run: compute-sanitizer needs a GPU, and the emulator backend graded",
     )
     assert not any("cross-check" in r.output for r in graded.items)
+
+
+def test_students_never_read_a_traceback_or_a_path_of_the_grading_machine(course, submit):
+    class Buggy(FakeBackend):
+        def launch(self, launch):
+            raise WorkerError(
+                "the backend raised an unexpected error (a grader bug):\nTraceback (most recent call last):\n"
+                '  File "/autograder/source/autograder/emulator/machine.py", line 9, in run\n'
+                "    step()\nKeyError: '/opt/venv/lib/python3.12/site-packages/numpy/core.py'\n"
+            )
+
+    buggy = Buggy()
+    graded = grade(course, Backends(buggy, buggy), course.root / "reference")
+    results = json.dumps(build_results(graded, course.rubric))
+    assert "Traceback" not in results and "/autograder/" not in results and "/opt/" not in results
+    assert "KeyError: 'core.py'" in results and "details are in the TA report" in results
+    assert "Traceback" in graded.items[0].output  # the TA report keeps it
+    failed = json.dumps(fallback_results(course.rubric, "RubricError: /autograder/source/rubric.yaml:3: bad"))
+    assert "rubric.yaml:3: bad" in failed and "/autograder/" not in failed
+
+
+def test_scrubbing_keeps_what_a_student_wrote():
+    kept = "n/2 = 3, x[i/4] a/b/c ./run ../x/y ~/z/w 1/2/3"
+    assert scrubbed(kept) == kept
+    assert (
+        scrubbed("at /tmp/grade-x1/vector_add.cu:5 and /usr/local/cuda/bin/x") == "at vector_add.cu:5 and x"
+    )

@@ -1,0 +1,37 @@
+"""What a student reads, made safe: bounded in size, and free of the grading machine's insides.
+
+Everything student-controlled (what a kernel prints, what the compiler says about it, what the
+grader finds in it) is bounded, so ``results.json`` and the reports never grow past their
+limits; every cut is visible (``… (truncated: N more bytes)``). And no text a student reads
+holds a Python traceback or a path of the grading machine: ``results.py`` passes everything
+through :func:`for_student`; the TA report keeps the details.
+"""
+
+from __future__ import annotations
+
+import re
+
+ITEM_OUTPUT_BYTES = 16_000  # one item's feedback; a course's worth of items stays under 1 MB
+LINE_BYTES = 500  # one finding's message, one printed line
+
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\):\n(?:[ \t]+.*\n?)*", re.M)
+# an absolute path of two or more parts, not inside a word, a number or a relative path
+_PATH = re.compile(r"(?<![\w.~/-])/(?:[\w.+-]+/)+([\w.+-]*)")
+
+
+def capped(text: str, limit: int) -> str:
+    """``text`` when its UTF-8 form fits in ``limit`` bytes, else its head and how much was cut."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    head = data[:limit].decode(errors="ignore")
+    return f"{head}… (truncated: {len(data) - len(head.encode())} more bytes)"
+
+
+def scrubbed(text: str) -> str:
+    """``text`` without tracebacks (their last line stays) and with paths cut to file names."""
+    return _PATH.sub(r"\1", _TRACEBACK.sub("(details are in the TA report)\n", text))
+
+
+def for_student(text: str, limit: int = ITEM_OUTPUT_BYTES) -> str:
+    return capped(scrubbed(text), limit)
