@@ -16,6 +16,7 @@ from autograder.backends import NAMES, open_backends, select_backend
 from autograder.backends.base import BackendError
 from autograder.cases import find_case, prepare
 from autograder.compiler import nvrtc_problem
+from autograder.feedback import for_student
 from autograder.emulator.profile import profile_data, profile_table
 from autograder.model import Course, ItemResult, read_course
 from autograder.report import write_report
@@ -219,7 +220,7 @@ def check(kernel, course_root, backend):
     with backends_for(course, backend) as backends:
         graded = pipeline.grade_submission(kernel.parent, course, backends, None, [kernel.stem])
     for result in graded.items:
-        output = result.output.replace("\n", "\n    ")
+        output = for_student(result.output).replace("\n", "\n    ")
         click.echo(f"{result.score:g} / {result.item.points:g}  {result.item.name}\n    {output}\n")
     score, points = sum(r.score for r in graded.items), sum(r.item.points for r in graded.items)
     click.echo(f"{score:g} / {points:g} points on the {graded.backend} backend")

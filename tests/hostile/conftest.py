@@ -20,6 +20,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_LIMIT = 1 << 20
+GRADER_LIMIT_MB = 500
+# `autograder ...`, reporting the grader process's own peak memory as it exits
+MEASURED_GRADER = (
+    "import atexit, resource, sys\n"
+    "peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "atexit.register(lambda: print(f'grader peak rss: {peak()} kB', file=sys.stderr))\n"
+    "from autograder.cli import main\n"
+    "main(sys.argv[1:])\n"
+)
 REPORT_LIMIT = 10 << 20
 # what a student must never read: a Python traceback, or a path of the grading machine
 LEAKS = re.compile(
@@ -34,6 +43,7 @@ class Graded:
     report_bytes: dict[str, int]
     exit_code: int
     stderr: str
+    grader_peak_mb: float  # the grader process's own peak resident memory (not its workers')
 
     def item(self, suffix: str) -> dict:
         """The test whose name ends with ``suffix`` (e.g. ``"bounds (safety)"``)."""
@@ -47,8 +57,8 @@ def grade_folder(folder: Path, out: Path, *args: str, timeout: float = 600) -> G
     results, report = out / "results.json", out / "report"
     command = [
         sys.executable,
-        "-m",
-        "autograder",
+        "-c",
+        MEASURED_GRADER,
         "grade",
         str(folder),
         "--course",
@@ -66,7 +76,15 @@ def grade_folder(folder: Path, out: Path, *args: str, timeout: float = 600) -> G
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=out)
     reports = {path.name: path.stat().st_size for path in out.glob("report.*")}
     text = results.read_text() if results.exists() else "{}"
-    return Graded(json.loads(text), len(text.encode()), reports, done.returncode, done.stderr)
+    peak = re.search(r"grader peak rss: (\d+) kB", done.stderr)
+    return Graded(
+        json.loads(text),
+        len(text.encode()),
+        reports,
+        done.returncode,
+        done.stderr,
+        int(peak.group(1)) / 1024 if peak else float("nan"),
+    )
 
 
 @pytest.fixture
@@ -93,6 +111,7 @@ def assert_sound(graded: Graded, regrade: bool = False) -> None:
     )
     assert graded.results_bytes < RESULTS_LIMIT, f"results.json is {graded.results_bytes} bytes"
     assert all(size < REPORT_LIMIT for size in graded.report_bytes.values()), graded.report_bytes
+    assert graded.grader_peak_mb < GRADER_LIMIT_MB, f"the grader peaked at {graded.grader_peak_mb:.0f} MB"
     student_text = json.dumps(
         [graded.results.get("output", "")] + [t["output"] for t in graded.results["tests"]]
     )
