@@ -16,8 +16,8 @@ from autograder.backends import NAMES, open_backends, select_backend
 from autograder.backends.base import BackendError
 from autograder.cases import find_case, prepare
 from autograder.compiler import nvrtc_problem
-from autograder.feedback import for_student
 from autograder.emulator.profile import profile_data, profile_table
+from autograder.feedback import for_student
 from autograder.model import Course, ItemResult, read_course
 from autograder.report import write_report
 from autograder.results import build_results, fallback_results, write_results
