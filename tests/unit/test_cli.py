@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from autograder import cli, pipeline
+from autograder import cli, compiler, pipeline
 
 from .fake_backend import FakeBackend, open_fake_backends
 
@@ -206,3 +206,16 @@ def test_grade_names_an_unknown_assignment(course_root, tmp_path):
 def test_selfcheck_names_an_unknown_assignment(course_root):
     outcome = run("selfcheck", "--course", course_root, "--assignment", "vector")
     assert outcome.exit_code == 2 and "unknown assignment 'vector'" in outcome.output
+
+
+def test_an_unpinned_nvrtc_is_named_on_the_graders_log_not_to_the_student(course_root, tmp_path, monkeypatch):
+    monkeypatch.setattr(compiler, "nvrtc_version", lambda: (13, 0))
+    results = tmp_path / "results.json"
+    outcome = CliRunner().invoke(
+        cli.main,
+        ["grade", str(course_root / "reference"), "--course", str(course_root), "--results", str(results)],
+    )
+    assert "warning: NVRTC 13.0 compiles here, the course pins 13.5" in outcome.stderr
+    assert "NVRTC" not in results.read_text()
+    monkeypatch.setattr(compiler, "nvrtc_version", lambda: compiler.PINNED_NVRTC)
+    assert compiler.nvrtc_problem() is None
