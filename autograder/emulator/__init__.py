@@ -8,17 +8,24 @@ left as calls (``__noinline__``), ``program.py`` decodes it once into instructio
 spaces, ``shadow.py`` the race/initialisation shadow of shared memory, ``collective.py``
 the warp instructions and printf, ``wmma.py`` the warp matrix instructions,
 ``counters.py`` the traffic counters, ``profile.py`` their report, ``findings.py`` the
-collapsing of findings. ``isa.py`` is what they share: PTX's types and their dtypes, the
-decoded instruction and its operands, instruction kinds and lane states.
+collapsing of findings, ``special.py`` what each special register reads (as on an H200:
+``%clock64`` advances, ``%nsmid`` is 132; nothing tells a kernel it is checked).
+``isa.py`` is what they share: PTX's types and their dtypes, the decoded instruction and
+its operands, instruction kinds and lane states, the special registers' names.
 
-``aborts.py`` is what aborts a launch (``trap``, a failed ``assert``); a local frame over
-CUDA's 512 KiB per thread is a ``CompileError`` (``machine.py``).
+``aborts.py`` is what aborts a launch (``trap``, a failed ``assert``); ``limits.py`` what an
+H200 refuses, each the student's ``CompileError`` (what ptxas refuses for ``sm_90``: a local
+frame over 512 KiB, over 48 KiB of ``__shared__`` variables, over 64 KiB of
+``__constant__``, a barrier number over 15) or ``LaunchFailure`` (shared memory over 227
+KiB, parameters that do not match the launch, ``__device__`` variables over the grader's
+256 MiB); ``barriers.py`` refuses a barrier's thread count as the GPU does.
 
 Imports run one way, none inside a function; each module imports only modules below it:
 ``machine.py`` on top; the front end ``program.py`` -> ``inline.py`` -> ``ptx.py``; the op
 table ``ops.py`` -> ``collective.py`` -> ``aborts.py`` -> ``access.py`` (and ``wmma.py`` ->
-``access.py``); ``barriers.py``; ``access.py`` -> ``memory.py`` (-> ``shadow.py``),
-``counters.py``, ``findings.py``; and ``isa.py`` at the bottom, which imports no other
+``access.py``); ``special.py``; ``barriers.py`` -> ``limits.py`` -> ``memory.py``;
+``access.py`` -> ``memory.py`` (-> ``shadow.py``), ``counters.py``, ``findings.py``; and
+``isa.py`` at the bottom, which imports no other
 module of the emulator. An executor gets the chunk it runs on (and through ``chunk.m`` the
 ``Machine``) as an argument, so nothing below ``machine.py`` imports it.
 
@@ -27,7 +34,8 @@ functions the module does not define (other than ``printf`` and ``assert``'s
 ``__assertfail``), no indirect branches (``brx.idx``), no textures/surfaces,
 no ``mma.sync``/``match.sync``/grid-wide sync, no bf16 arithmetic (its conversions are
 supported), wmma only m16n16k16 with f16 inputs; f64 ``fma`` rounds twice; spin locks
-inside a block and counted named barriers (see ``machine.py``)."""
+inside a block and counted named barriers (see ``machine.py``); the reserved shared memory
+of cooperative groups' tiles over 32 threads (``special.py``)."""
 
 from __future__ import annotations
 

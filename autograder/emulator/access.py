@@ -4,7 +4,15 @@ race and initialisation diagnostics and traffic counters.
 ``locate`` turns the addresses of the lanes of one instruction into groups of
 (byte array, lane positions, byte offsets); lanes outside every allocation or misaligned
 are reported and left out: their loads read garbage, their stores are dropped.
-``read_bytes`` reads memory as one lane sees it, for the strings of ``printf`` and ``assert``."""
+``read_bytes`` reads memory as one lane sees it, for the strings of ``printf`` and ``assert``.
+
+State spaces are what a GPU makes of them: an explicit space reaches only its own memory.
+``ld.const`` reads ``__constant__`` variables only (a GPU reads its constant bank at the
+address, so a pointer to a global buffer reads garbage there, not the buffer), nothing
+writes a ``__constant__`` variable, ``ld.param``/``st.param`` through a pointer reach no
+parameter, ``.shared``/``.local`` offsets outside their variables and ``.global``
+addresses in no allocation are out of bounds: each is a finding, its read garbage, its
+write dropped. Counts: ``counters.py``."""
 
 from __future__ import annotations
 
@@ -14,7 +22,15 @@ from autograder.backends.base import Finding, Unsupported
 from autograder.emulator.counters import sectors, warp_count, whole_warps
 from autograder.emulator.findings import dim3, fmt3
 from autograder.emulator.isa import DTYPES, Addr, Instr, Reg, Sym, Vec, dtype_of, immediate_bits
-from autograder.emulator.memory import GARBAGE, LOCAL_REGION, REGION_SHIFT, SHARED_REGION, region_of
+from autograder.emulator.memory import (
+    FIRST_SLOT,
+    GARBAGE,
+    LOCAL_REGION,
+    REGION_SHIFT,
+    SHARED_REGION,
+    Region,
+    region_of,
+)
 from autograder.emulator.shadow import MANY
 
 SPACES = ("global", "shared", "local", "const", "param")
@@ -39,8 +55,9 @@ class Access:
         self.ins = ins
         self.ch = chunk
         self.m = chunk.m
-        self.space = "global" if space == "const" else space
-        self.counted = space != "const"  # the constant cache is no global-memory traffic
+        self.const = space == "const"  # __constant__ variables are global allocations here
+        self.space = "global" if self.const else space
+        self.counted = not self.const  # the constant cache is no global-memory traffic
 
     # ----- locating ------------------------------------------------------------
     def locate(self, idx, a: np.ndarray, total: int, write: bool, elem: int):
@@ -56,7 +73,7 @@ class Access:
         memory = self.m.memory
         k0 = int(region_of(int(a[0])))
         region = memory.region(k0)
-        if region is not None:
+        if region is not None and (not (self.const or write) or self._reaches(region, write)):
             off = a - (k0 << REGION_SHIFT)
             if _inside_aligned(off, region.nbytes - total, total):
                 return [(region.bytes, None, off)]
@@ -70,6 +87,9 @@ class Access:
             if region is None:
                 self._report_unknown(idx, a, np.flatnonzero(here), write)
                 continue
+            if not self._reaches(region, write):  # a GPU reads its constant bank there: garbage
+                self._report_space(idx, np.flatnonzero(here), off, region, write)
+                continue
             inside = here & (off >= 0) & (off <= region.nbytes - total)
             outside = np.flatnonzero(here & ~inside)
             if outside.size:
@@ -77,12 +97,20 @@ class Access:
                     idx, outside, off[outside] // region.itemsize, region.count, region.name, write
                 )
             aligned = inside & ((off & (total - 1)) == 0)
-            self._report_misaligned(idx, a, np.flatnonzero(inside & ~aligned), total, region.name)
+            misaligned = np.flatnonzero(inside & ~aligned)
+            self._report_misaligned(idx, off, misaligned, total, region.name, offsets=True)
             pos = np.flatnonzero(aligned)
             ok[pos] = True
             if pos.size:
                 groups.append((region.bytes, pos, off[pos]))
         return groups
+
+    def _reaches(self, region: Region, write: bool) -> bool:
+        """Does this instruction's state space reach ``region``? ``ld.const`` reads only
+        ``__constant__`` variables; nothing writes one (CUDA: they are read-only in kernels)."""
+        if write:
+            return not self.const and region.space != "const"
+        return not self.const or region.space == "const"
 
     def _shared(self, idx, a, total, write, elem):
         ch = self.ch
@@ -175,22 +203,67 @@ class Access:
         ins, ch = self.ins, self.ch
         lane = self._lane(idx, bad[0])
         verb = "wrote" if write else "read"
-        message = (
-            f"{self.m.log.where(ins.line)}: {ch.who(lane)} {verb} address {int(a[bad[0]]):#x}, "
-            "which is inside no buffer (a null or uninitialised pointer?)"
-        )
+        address = int(a[bad[0]])
+        if abs(int(region_of(address))) < FIRST_SLOT:  # near null, or a window: no allocation
+            what = f"address {address:#x}, which is inside no buffer (a null or uninitialised pointer?)"
+        else:  # where a wild pointer points differs from launch to launch: not in the message
+            what = (
+                "an address inside no buffer (buffers lie at random addresses, 1 TiB apart "
+                "at least: an offset from one buffer never reaches another)"
+            )
+        message = f"{self.m.log.where(ins.line)}: {ch.who(lane)} {verb} {what}"
         tid, block = ch.thread(lane)
         kind = "out_of_bounds_write" if write else "out_of_bounds_read"
         self.m.log.add(Finding(kind, message, ins.line, tid, block), int(bad.size))
 
-    def _report_misaligned(self, idx, a, bad, total, array):
+    def _report_space(self, idx, bad, off, region: Region, write: bool) -> None:
+        """Lanes ``bad`` reached ``region`` through a state space that does not reach it."""
+        ins, ch = self.ins, self.ch
+        lane = self._lane(idx, bad[0])
+        index = int(off[bad[0]]) // region.itemsize
+        element = f"{region.name}[{index}]"
+        if not self.const:
+            why = f"wrote the __constant__ variable {element}, which kernels may only read"
+        elif write:
+            why = f"wrote {element} through the constant state space, which kernels cannot write"
+        else:
+            why = (
+                f"read {element} through the constant state space (ld.const from a pointer to "
+                f"{region.name}): a GPU reads its constant bank at that address, not {region.name}"
+            )
+        message = f"{self.m.log.where(ins.line)}: {ch.who(lane)} {why}"
+        tid, block = ch.thread(lane)
+        kind = "out_of_bounds_write" if write else "out_of_bounds_read"
+        finding = Finding(kind, message, ins.line, tid, block, region.name, index, region.count)
+        self.m.log.add(finding, int(bad.size))
+
+    def refuse_parameter_access(self, idx, a, write: bool) -> None:
+        """``ld.param``/``st.param`` through a pointer: the parameter space holds the
+        kernel's arguments at addresses no pointer value names, so every lane's access is
+        out of bounds (a GPU reads its parameter bank there, whatever the pointer points to)."""
+        ins, ch = self.ins, self.ch
+        lane = self._lane(idx, 0)
+        verb = "wrote" if write else "read"
+        message = (
+            f"{self.m.log.where(ins.line)}: {ch.who(lane)} {verb} through the parameter state space "
+            f"({ins.op}.param from a pointer): that space holds only the kernel's arguments, so a "
+            "GPU does not reach the memory the pointer points to"
+        )
+        tid, block = ch.thread(lane)
+        kind = "out_of_bounds_write" if write else "out_of_bounds_read"
+        self.m.log.add(Finding(kind, message, ins.line, tid, block, "the parameter space"), int(a.size))
+
+    def _report_misaligned(self, idx, a, bad, total, array, offsets: bool = False):
+        """``a``: the lanes' addresses in their space, or their byte offsets in ``array``
+        (global buffers: where a buffer lies changes from launch to launch)."""
         if bad.size == 0:
             return
         ins, ch = self.ins, self.ch
         lane = self._lane(idx, bad[0])
+        at = f"byte {int(a[bad[0]])} of {array}" if offsets else f"{int(a[bad[0]]):#x}"
         message = (
             f"{self.m.log.where(ins.line)}: {ch.who(lane)} accessed {array} at an address not "
-            f"aligned to the {total}-byte access ({int(a[bad[0]]):#x})"
+            f"aligned to the {total}-byte access ({at})"
         )
         tid, block = ch.thread(lane)
         self.m.log.add(Finding("misaligned_access", message, ins.line, tid, block, array), int(bad.size))
@@ -229,6 +302,12 @@ class Access:
             events[values_] += lanes * vec
             events[bytes_] += lanes * total
             events[sectors_] += sectors(warps, a, total, full)
+
+    def count_atomic(self, idx, a, size: int) -> None:
+        """An atomic (``atom`` or ``red``) reads and writes its address: a load request and
+        a store request of ``size`` bytes a lane (see ``counters.py``)."""
+        self.count(idx, a, size, 1, False)
+        self.count(idx, a, size, 1, True)
 
     def shadow(self, idx, pos, off, total: int, how: str, words=None, values=None) -> None:
         """Check and record the shared words lanes ``idx[pos]`` read or wrote (``how``);
@@ -411,8 +490,17 @@ def _plan(ins: Instr, ch, space: str, addr: Addr, dt: np.dtype):
     return access, ch.address(addr), dt.itemsize.bit_length() - 1, access.space in ("shared", "generic")
 
 
+def names_a_parameter(ins: Instr) -> bool:
+    """``ld.param`` of a parameter by name: a register move, no memory access (ops.py
+    runs it as a pure instruction)."""
+    addr = ins.operands[1] if len(ins.operands) > 1 else None
+    return "param" in ins.mods and isinstance(addr, Addr) and isinstance(addr.base, Sym)
+
+
 def _ld_param(ins, ch, dt, puts, addr: Addr):
-    name = addr.base.name if isinstance(addr.base, Sym) else None
+    if not isinstance(addr.base, Sym):
+        return _refused_parameter_access(ins, ch, addr, False, puts, dt)
+    name = addr.base.name
     if name in ch.m.param_offset:
         offset = ch.m.param_offset[name] + addr.offset
         values = [
@@ -430,13 +518,31 @@ def _ld_param(ins, ch, dt, puts, addr: Addr):
     raise Unsupported(f"ld.param from {addr} is not supported by the emulator")
 
 
+def _refused_parameter_access(ins, ch, addr: Addr, write: bool, puts, dt):
+    """``ld.param``/``st.param`` through a pointer (inline PTX): a finding for every lane,
+    reads garbage, drops the write; a GPU reads and writes its parameter bank at that
+    address, never the global or shared memory the pointer points to."""
+    access = Access(ins, ch, "param")
+    get_addr = ch.address(addr)
+
+    def run(idx):
+        a = get_addr(idx)
+        access.refuse_parameter_access(idx, a, write)  # a GPU: its parameter bank, not *a
+        for put in puts:
+            put(idx, garbage(a.size, dt))
+
+    return run
+
+
 def build_st(ins: Instr, ch):
     dt = dtype_of(ins.type)
     addr, value = ins.operands[0], ins.operands[1]
     gets = [ch.src(v, dt) for v in (value.items if isinstance(value, Vec) else (value,))]
     space = space_of(ins)
     if space == "param":
-        name = addr.base.name if isinstance(addr.base, Sym) else ""
+        if not isinstance(addr.base, Sym):
+            return _refused_parameter_access(ins, ch, addr, True, (), dt)
+        name = addr.base.name
         if name not in ch.m.kernel.call_params or addr.offset or len(gets) > 1:
             raise Unsupported(f"st.param to {name} is not supported by the emulator")
         put = ch.dst(Reg(name), dt)
@@ -486,6 +592,7 @@ def build_atom(ins: Instr, ch):
         n = a.size
         args = [_lanes(g(idx), n, dt) for g in gets]
         groups = access.locate(idx, a, size, True, size)
+        access.count_atomic(idx, a, size)
         old = garbage(n, dt)
         for buf, pos, off in groups:
             view = buf.view(dt)

@@ -1,11 +1,13 @@
-"""Resolve the barriers of one chunk once no lane can run: release, diagnose, count."""
+"""Resolve the barriers of one chunk once no lane can run: release, diagnose, count; and
+refuse a barrier's thread count a GPU refuses (``_check_counts``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from autograder.backends.base import Finding
+from autograder.backends.base import Finding, LaunchFailure, LaunchTimeout
 from autograder.emulator.isa import BIG, DONE, RUN, WAIT, Imm
+from autograder.emulator.limits import MAX_BLOCK_THREADS, barrier_operands, immediate
 
 
 def resolve(chunk) -> None:
@@ -31,6 +33,8 @@ def resolve(chunk) -> None:
         chunk.status[dead] = DONE
     released = chunk.status == WAIT
     lanes = np.flatnonzero(released)
+    if m.counted:
+        _check_counts(chunk, lanes)
     _reduce(chunk, lanes)
     chunk.status[lanes] = RUN
     chunk.pc[lanes] = chunk.wait_pc[lanes] + 1
@@ -61,6 +65,45 @@ def _reduce(chunk, lanes: np.ndarray) -> None:
             dst[here] = yes.astype(dst.dtype)
         else:
             dst[here] = (yes == everyone) if "and" in ins.mods else (yes > 0)
+
+
+def _check_counts(chunk, lanes: np.ndarray) -> None:
+    """A barrier's thread count, as an H200 takes it (measured with a 64-thread block):
+    one that is not a multiple of 32, or over 1024, is an illegal instruction, which aborts
+    the kernel; one over the block's threads (its warps' 32 each) waits for threads that
+    never come, and the kernel hangs."""
+    at = chunk.wait_pc[lanes]
+    for pc in chunk.m.counted:
+        here = lanes[at == pc]
+        if here.size:
+            ins = chunk.m.program[pc]
+            count = barrier_operands(ins)[1]
+            if isinstance(count, Imm):
+                values = np.full(here.size, immediate(count), np.int64)
+            else:
+                values = chunk.reg(count.name)[here].astype(np.int64) & 0xFFFFFFFF
+            _refuse(chunk, ins, here, values)
+
+
+def _refuse(chunk, ins, lanes: np.ndarray, counts: np.ndarray) -> None:
+    where = chunk.m.log.where(ins.line)
+    illegal = np.flatnonzero((counts % 32 != 0) | (counts > MAX_BLOCK_THREADS))
+    if illegal.size:
+        lane, count = int(lanes[illegal[0]]), int(counts[illegal[0]])
+        raise LaunchFailure(
+            f"{where}: {chunk.who(lane)} reached a barrier for {count} threads; the count must "
+            f"be a multiple of the warp size (32) and at most {MAX_BLOCK_THREADS}, else the GPU "
+            "executes an illegal instruction, which aborts the whole kernel"
+        )
+    threads = chunk.warps_per_block * 32
+    over = np.flatnonzero(counts > threads)
+    if over.size:
+        lane, count = int(lanes[over[0]]), int(counts[over[0]])
+        raise LaunchTimeout(
+            f"{where}: {chunk.who(lane)} waits at a barrier for {count} threads, but its block "
+            f"has only {chunk.bs}: the barrier never completes, and on a GPU the kernel hangs "
+            "until it is killed"
+        )
 
 
 def barrier_id(ins) -> int:

@@ -20,6 +20,7 @@ from autograder.emulator.access import read_bytes
 from autograder.emulator.isa import Reg, Sym, Vec, dtype_of
 
 MAX_PRINTF_LINES = 2000
+MAX_PRINTF_CHARS = 64 << 10  # printf output kept per launch, as the GPU backend keeps
 
 
 def _groups(ch, lanes: np.ndarray):
@@ -159,15 +160,17 @@ def build_call(ins, ch):
         lanes = ch.all_lanes if idx is None else idx
         out = ch.m.stdout
         lengths = np.zeros(lanes.size, np.uint32)
+        kept = sum(map(len, out))
         for k, lane in enumerate(lanes.tolist()):
-            if len(out) >= MAX_PRINTF_LINES:
+            if len(out) >= MAX_PRINTF_LINES or kept >= MAX_PRINTF_CHARS:
                 break
             text = printf(
                 lambda addr, size, lane=lane: read_bytes(ch, lane, addr, size),
                 int(fmt_reg[lane]),
                 int(args_reg[lane]),
             )
-            out.append(text)
+            out.append(text[: MAX_PRINTF_CHARS - kept])
+            kept += len(out[-1])
             lengths[k] = len(text)
         if put is not None:
             put(idx, lengths)
@@ -175,47 +178,91 @@ def build_call(ins, ch):
     return run
 
 
-_SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|z|j|t|L)?([diouxXeEfFgGaAcspn%])")
+_SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d*|\*))?(hh|h|ll|l|z|j|t|L)?([diouxXeEfFgGaAcspn%])")
+MAX_FIELD = 4096  # width or precision of one conversion, at most (the emulator's bound)
+MAX_ARGS = 32  # CUDA's printf takes 32 arguments; specifiers past them are printed as is
+INT_BITS = {"hh": 8, "h": 16, None: 32, "l": 64, "ll": 64}
 
 
 def printf(read, fmt_addr: int, args_addr: int) -> str:
-    """Format one ``printf`` call from its format string and packed argument buffer."""
+    """Format one ``printf`` call from its format string and packed argument buffer, as an
+    H200's printf does (measured): a conversion it does not support (``%n``, ``%zu``,
+    ``%Lf``, ``%.*f``, ``%5%``) is printed as written (here it takes no argument either);
+    ``%n`` writes nothing; ``%s`` of a null pointer prints ``(null)``, ``%p`` of one
+    ``(nil)``, ``%a`` a hexadecimal float; ``%hd``/``%hhd`` print the argument's low 16 or 8
+    bits. A width or precision is at most ``MAX_FIELD``."""
     raw = read(fmt_addr, 4096)
     fmt = raw.split(b"\0", 1)[0].decode(errors="replace")
-    cursor = 0
+    args = _Arguments(read, args_addr)
     out = []
     last = 0
     for match in _SPEC.finditer(fmt):
         out.append(fmt[last : match.start()])
         last = match.end()
-        flags, width, precision, length, conv = match.groups()
-        if conv == "%":
-            out.append("%")
-            continue
-        if width == "*" or precision == "*":
-            out.append(match.group(0))
-            continue
-        size = 8 if conv in "eEfFgGaAsp" or length in ("l", "ll", "z", "j", "t") else 4
-        cursor = (cursor + size - 1) // size * size
-        data = read(args_addr + cursor, size).ljust(size, b"\0")
-        cursor += size
-        spec = f"%{flags}{width or ''}{'.' + precision if precision else ''}"
-        out.append(_format_one(read, spec, conv, data, size))
+        out.append(_conversion(read, match, args))
     out.append(fmt[last:])
     return "".join(out)
 
 
-def _format_one(read, spec: str, conv: str, data: bytes, size: int) -> str:
-    if conv in "eEfFgGaA":
-        value = np.frombuffer(data, np.float64)[0]
-        return (spec + conv).replace("a", "e").replace("A", "E") % value
+class _Arguments:
+    """The packed argument buffer: each argument aligned to its size."""
+
+    def __init__(self, read, addr: int):
+        self.read, self.addr, self.cursor, self.taken = read, addr, 0, 0
+
+    def take(self, size: int) -> bytes:
+        self.cursor = (self.cursor + size - 1) // size * size
+        data = self.read(self.addr + self.cursor, size).ljust(size, b"\0")
+        self.cursor += size
+        self.taken += 1
+        return data
+
+
+def _conversion(read, match, args: _Arguments) -> str:
+    flags, width, precision, length, conv = match.groups()
+    if match.group(0) == "%%":
+        return "%"
+    if conv in "n%" or length in ("z", "j", "t", "L") or precision == "*" or args.taken >= MAX_ARGS:
+        return match.group(0)  # as an H200 prints it (measured): not supported
+    if width == "*":
+        width = str(int.from_bytes(args.take(4), "little", signed=True))
+        if width.startswith("-"):
+            flags, width = flags + "-", width[1:]
+    width = str(min(int(width), MAX_FIELD)) if width else ""
+    precision = None if precision is None else str(min(int(precision or 0), MAX_FIELD))
+    spec = f"%{flags}{width}{'.' + precision if precision is not None else ''}"
+    size = 8 if conv in "eEfFgGaAsp" or (length in ("l", "ll") and conv != "c") else 4
+    return _format_one(read, spec, conv, length, args.take(size))
+
+
+def _format_one(read, spec: str, conv: str, length: str | None, data: bytes) -> str:
+    if conv in "eEfFgG":
+        return (spec + conv) % np.frombuffer(data, np.float64)[0]
+    if conv in "aA":
+        return (spec + "s") % _hex_float(float(np.frombuffer(data, np.float64)[0]), conv == "A")
+    address = int.from_bytes(data, "little")
     if conv == "s":
-        text = read(int.from_bytes(data, "little"), 4096).split(b"\0", 1)[0]
-        return (spec + "s") % text.decode(errors="replace")
+        text = read(address, 4096).split(b"\0", 1)[0].decode(errors="replace") if address else "(null)"
+        return (spec + "s") % text
     if conv == "p":
-        return hex(int.from_bytes(data, "little"))
+        return (spec.split(".")[0] + "s") % (hex(address) if address else "(nil)")
     if conv == "c":
-        return (spec + "c") % chr(data[0])
-    signed = conv in "di"
-    value = int.from_bytes(data, "little", signed=signed)
+        return (spec.split(".")[0] + "c") % chr(data[0])
+    bits = INT_BITS[length]
+    value = address & ((1 << bits) - 1)
+    if conv in "di" and value >> (bits - 1):
+        value -= 1 << bits
+    if conv == "o" and "#" in spec:  # C's alternate octal is 010, Python's 0o10
+        digits = f"{value:o}"
+        return (spec.replace("#", "") + "s") % ("0" + digits if value else digits)
     return (spec + ("d" if conv in "diu" else conv)) % value
+
+
+def _hex_float(value: float, upper: bool) -> str:
+    """C's ``%a``: ``0x1.8p+0`` for 1.5 (Python's ``float.hex`` pads the fraction)."""
+    text = value.hex()
+    if "p" in text:
+        mantissa, exponent = text.split("p")
+        mantissa = mantissa.rstrip("0").rstrip(".")
+        text = f"{mantissa}p{exponent}"
+    return text.upper() if upper else text

@@ -3,7 +3,20 @@
 Global: a request is one warp-wide instruction; its sectors are the distinct 32-byte
 segments its active lanes touch. Shared: 32 banks of 4 bytes; a request costs as many
 wavefronts as the largest number of distinct 4-byte words falling in one bank (one word
-read by many lanes is a broadcast, free); wavefronts beyond the minimum are conflicts."""
+read by many lanes is a broadcast, free); wavefronts beyond the minimum are conflicts.
+
+Every instruction that moves data is counted in the space its address really lies in:
+``ld``/``ldu``/``st``, ``cp.async`` (a global load and a shared store), ``wmma.load`` and
+``wmma.store`` (one value per tile element), and the atomics. An atomic read-modify-write
+(``atom``, and ``red``, which returns nothing to the thread but reads its address all the
+same) moves its word from memory to the unit that updates it (the L2 for global memory,
+the SM for shared) and back: it counts as one load request and one store request of its
+width, with the values, bytes and sectors or wavefronts an ``ld`` and an ``st`` of that
+width at those addresses would count. ``atomicAdd(&x[i], 0)`` is a load of ``x[i]`` (and a
+store). Not counted: ``ld.const`` of ``__constant__`` variables (the constant cache),
+``ld.param`` of the kernel's arguments, local memory; an explicit space that does not
+reach the address (``ld.const`` of a global buffer, ``ld.param`` through a pointer) is a
+finding, not an uncounted read (``access.py``)."""
 
 from __future__ import annotations
 
@@ -26,12 +39,21 @@ def distinct_per_warp(warps: np.ndarray, keys: np.ndarray, row: int | None = Non
             rows = np.sort(rows, axis=1)
             step = rows[:, 1:] - rows[:, :-1]
         return rows.shape[0] + int(np.count_nonzero(step))
-    combined = (warps << 44) | (keys & ((1 << 44) - 1))
+    low = int(keys.min())
+    if int(keys.max()) - low >= 1 << 44:  # too far apart to pack with the warp: allocations
+        return _distinct_pairs(warps, keys)
+    combined = (warps << 44) | (keys - low)
     step = combined[1:] - combined[:-1]
     if step.min() < 0:  # timsort: warps arrive in order, each in a few sorted runs (17x quicksort)
         combined = np.sort(combined, kind="stable")
         step = combined[1:] - combined[:-1]
     return 1 + int(np.count_nonzero(step))
+
+
+def _distinct_pairs(warps: np.ndarray, keys: np.ndarray) -> int:
+    order = np.lexsort((keys, warps))
+    warps, keys = warps[order], keys[order]
+    return 1 + int(np.count_nonzero((warps[1:] != warps[:-1]) | (keys[1:] != keys[:-1])))
 
 
 def warp_count(warps: np.ndarray) -> int:

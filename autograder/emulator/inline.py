@@ -32,6 +32,7 @@ _PARAM_ACCESS = re.compile(
 _ADDRESS = re.compile(r"^\[\s*([\w$]+)\s*(?:\+\s*(\d+))?\s*\]$")
 _RET = re.compile(r"^(@!?%[\w$]+\s+)?ret(?:\.uni)?$")
 _NAME = re.compile(r"[%$\w.]+")
+MAX_INLINED = 200_000  # statements of a kernel with its calls inlined (references: < 7 000)
 
 Item = Statement | str  # a statement, or the name of a label before the next statement
 
@@ -80,6 +81,7 @@ class _Inliner:
         self.filename = filename
         self.sites = itertools.count(1)
         self.framed: set[str] = set()
+        self.size = len(kernel.body)  # statements so far, bounded by MAX_INLINED
 
     def expand(
         self, items: list[Item], call_params, bound: dict[str, tuple[int, str]], stack: tuple[str, ...]
@@ -150,6 +152,7 @@ class _Inliner:
         args = _names(match["args"])
         if len(returns) != len(function.returns) or len(args) != len(body.params):
             raise Unsupported(f"a call to {name} does not match its declaration")
+        self._grow(len(body.body), call)
         bound = dict(zip(function.returns, ((site, r) for r in returns), strict=True))
         bound.update(zip((p.name for p in body.params), ((site, a) for a in args), strict=True))
         end = f"$__ret_i{site}"
@@ -161,6 +164,16 @@ class _Inliner:
         copy = self._copy(body, site, end, call.line)
         out += self.expand(copy, body.call_params, bound, (*stack, name))
         return [*out, end]
+
+    def _grow(self, statements: int, call: Statement) -> None:
+        """Count an inlined body; past ``MAX_INLINED`` (functions that call others several
+        times each, nested: twice at each of 20 levels is a million copies) stop."""
+        self.size += statements
+        if self.size > MAX_INLINED:
+            raise Unsupported(
+                f"inlining the device functions the kernel calls makes more than {MAX_INLINED:,} "
+                f"instructions, more than the emulator runs{self._at(call)} (a GPU calls them)"
+            )
 
     def _copy(self, body: Kernel, site: int, end: str, line: int | None) -> list[Item]:
         """The callee's statements and labels with its names made unique to ``site``."""

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autograder.backends.base import Unsupported
+
 # ----- PTX types ------------------------------------------------------------------
 TYPE_BYTES = {
     "pred": 1,
@@ -82,6 +84,41 @@ class Imm:
 @dataclass(frozen=True)
 class Sreg:
     name: str  # "%tid.x", "%laneid", ...
+
+
+class NotEmulated(Unsupported):
+    """A feature of the kernel the emulator does not emulate; its message is whole (it names
+    the feature), so ``ops.build_executor`` only adds where it is."""
+
+
+# PTX's special registers, by their full names (a component's: ``%tid.x``); what each reads
+# in the emulator is ``special.py``'s table
+_VECTORS = (
+    "%tid",
+    "%ntid",
+    "%ctaid",
+    "%nctaid",
+    "%clusterid",
+    "%nclusterid",
+    "%cluster_ctaid",
+    "%cluster_nctaid",
+)
+SPECIAL_REGISTERS = frozenset(
+    [f"{name}.{axis}" for name in _VECTORS for axis in "xyz"]
+    + ["%laneid", "%warpid", "%nwarpid", "%smid", "%nsmid", "%gridid", "%is_explicit_cluster"]
+    + ["%cluster_ctarank", "%cluster_nctarank", "%current_graph_exec"]
+    + [f"%lanemask_{kind}" for kind in ("eq", "le", "lt", "ge", "gt")]
+    + ["%clock", "%clock_hi", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"]
+    + ["%total_smem_size", "%aggr_smem_size", "%dynamic_smem_size"]
+    + [f"%reserved_smem_offset_{what}" for what in ("begin", "end", "cap", "0", "1")]
+    + [f"%pm{k}" for k in range(8)]
+    + [f"%pm{k}_64" for k in range(8)]
+    + [f"%envreg{k}" for k in range(32)]
+)
+# the special registers that change while a thread runs: read when an instruction runs
+CLOCK_REGISTERS = frozenset(
+    ["%clock", "%clock_hi", "%clock64", "%globaltimer", "%globaltimer_lo", "%globaltimer_hi"]
+)
 
 
 @dataclass(frozen=True)

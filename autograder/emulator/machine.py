@@ -28,7 +28,7 @@ GPU-like; different barrier ids waiting on each other is a ``deadlock``.
 Limits: the lowest PC always runs first, so a lock that one thread of a block spins on
 while another holds it (legal under Volta's independent thread scheduling) spins until
 the instruction budget; ``bar.sync`` with a thread count is treated as a whole-block
-barrier."""
+barrier (a count the GPU refuses is refused: ``barriers.py``)."""
 
 from __future__ import annotations
 
@@ -41,10 +41,8 @@ import numpy as np
 
 from autograder.backends.base import (
     Buffer,
-    CompileError,
     Finding,
     Launch,
-    LaunchFailure,
     Program,
     Unsupported,
 )
@@ -56,6 +54,7 @@ from autograder.emulator.isa import (
     BAR,
     BIG,
     BRA,
+    CLOCK_REGISTERS,
     DONE,
     DTYPES,
     EXIT,
@@ -72,6 +71,13 @@ from autograder.emulator.isa import (
     dtype_of,
     immediate_bits,
 )
+from autograder.emulator.limits import (
+    barrier_operands,
+    check_kernel,
+    check_launch,
+    dynamic_shared_start,
+    static_shared_bytes,
+)
 from autograder.emulator.memory import (
     GlobalMemory,
     Region,
@@ -83,12 +89,14 @@ from autograder.emulator.memory import (
 from autograder.emulator.ops import build_executor, instruction_kind, lane_flops
 from autograder.emulator.program import decode_ptx
 from autograder.emulator.ptx import Kernel
+from autograder.emulator.special import LaunchRegisters, clock_getter
+from autograder.emulator.special import read as read_special
 
+CLOCKS = frozenset(Sreg(name) for name in CLOCK_REGISTERS)
 NEVER = 1 << 62  # no lane outside the converged ones can run before them
 STORAGE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 DEFAULT_BUDGET = 4_000_000_000  # lane instructions per launch
 CHUNK_BYTES = 160 << 20  # a chunk's registers, local and shared memory (one block at least)
-MAX_LOCAL_BYTES = 512 << 10  # local memory per thread, CUDA's limit for compute capability 9.0
 MAX_CHUNK_LANES = 1 << 17
 PREDEFINED_CONSTANTS = {"WARP_SZ": 32}  # PTX's predefined identifiers (warpSize compiles to WARP_SZ)
 
@@ -143,6 +151,7 @@ class Decoded:
     barrier_ids: np.ndarray
     shadow_unit: int  # bytes per shadow word of shared memory
     reductions: tuple[int, ...]  # the barriers that reduce a predicate (bar.red), in order
+    counted: tuple[int, ...]  # the barriers with a thread count (bar.sync 1, 64), in order
 
 
 @functools.lru_cache(maxsize=32)
@@ -153,6 +162,7 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
     barrier_ids.setflags(write=False)
     kinds = [instruction_kind(ins) for ins in program]
     reductions = tuple(k for k, ins in enumerate(program) if kinds[k] == BAR and "red" in ins.mods)
+    counted = tuple(k for k, ins in enumerate(program) if kinds[k] == BAR and barrier_operands(ins)[1])
     return Decoded(
         kernel,
         program,
@@ -161,31 +171,20 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
         barrier_ids,
         1 if narrow_shared_access(program) else 4,
         reductions,
+        counted,
     )
 
 
 def decode_launchable(ptx: str, lowered_name: str, program: Program) -> Decoded:
     """The decoded kernel, or the :class:`BackendError` a student reads: ``Unsupported``
-    for PTX the emulator cannot read, ``CompileError`` for a local frame over CUDA's limit
-    per thread (NVRTC 13.5 and ptxas 13.0 accept one, as a stack frame; a GPU cannot run it,
-    and emulating it would take gigabytes)."""
+    for PTX the emulator cannot read, ``CompileError`` for a kernel ptxas refuses for
+    ``sm_90`` (``limits.check_kernel``)."""
     try:
         decoded = decoded_kernel(ptx, lowered_name, program.filename)
     except (ValueError, KeyError, IndexError) as error:
         raise Unsupported(f"the emulator cannot read this kernel's PTX: {error}") from error
-    _check_local_frame(decoded.kernel, program)
+    check_kernel(decoded.kernel.variables, decoded.program, program)
     return decoded
-
-
-def _check_local_frame(kernel: Kernel, program: Program) -> None:
-    size = local_bytes(kernel.variables)
-    if size > MAX_LOCAL_BYTES:
-        raise CompileError(
-            f"{program.filename}: error: kernel {program.kernel} needs {size:,} bytes "
-            f"({size / 1024:,.0f} KiB) of local memory per thread for its local arrays, more than "
-            f"the {MAX_LOCAL_BYTES // 1024} KiB of local memory CUDA allows a thread; keep large "
-            "arrays in global or shared memory"
-        )
 
 
 class Machine:
@@ -198,10 +197,10 @@ class Machine:
         self.kernel: Kernel = decoded.kernel
         self.program: list[Instr] = decoded.program
         self.kinds, self.flops, self.barrier_ids = decoded.kinds, decoded.flops, decoded.barrier_ids
-        self.reductions = decoded.reductions
+        self.reductions, self.counted = decoded.reductions, decoded.counted
         self.grid = tuple(launch.grid)
         self.block = tuple(launch.block)
-        _check_geometry(self.grid, self.block)
+        check_launch(self.kernel.variables, self.kernel.params, launch)
         self.threads = int(np.prod(self.block))
         self.n_blocks = int(np.prod(self.grid))
         self.log = FindingLog(self.filename)
@@ -220,14 +219,14 @@ class Machine:
         self.local_size = local_bytes(self.kernel.variables)
         self.shadow_unit = decoded.shadow_unit
         self._local_offsets()
+        used = static_shared_bytes(self.kernel.variables)
+        if launch.shared_bytes:
+            used = dynamic_shared_start(self.kernel.variables) + launch.shared_bytes
+        self.special = LaunchRegisters(self.grid, self.block, used, launch.shared_bytes)
 
     # ----- setup -------------------------------------------------------------
     def _place_arguments(self) -> None:
         params = self.kernel.params
-        if len(params) != len(self.launch.args):
-            raise Unsupported(
-                f"the kernel takes {len(params)} arguments but the launch passes {len(self.launch.args)}"
-            )
         blob = bytearray()
         self.param_offset: dict[str, int] = {}
         for param, arg in zip(params, self.launch.args, strict=False):
@@ -242,8 +241,9 @@ class Machine:
         self.params = np.frombuffer(bytes(blob.ljust(padded(len(blob)), b"\0")), np.uint8)
         for var in self.kernel.variables:
             if var.space in ("global", "const"):
-                data = np.frombuffer(var.init or bytes(max(var.size, 1)), np.uint8)
-                self.symbols[var.name] = self.memory.add(Region(var.name, data, "variable"))
+                data = np.zeros(max(var.size, 1), np.uint8)  # limits.py caps their size
+                data[: len(var.init or b"")] = np.frombuffer(var.init or b"", np.uint8)
+                self.symbols[var.name] = self.memory.add(Region(var.name, data, "variable", var.space))
 
     def _local_offsets(self) -> None:
         offset = 0
@@ -274,6 +274,7 @@ class Machine:
                         chunk.run()
                     finally:
                         chunk.release()
+                    self.special.chunk_done(chunk.steps)
         except BudgetError as stop:
             ins = self.program[stop.index]
             self.log.add(
@@ -334,6 +335,8 @@ class Chunk:
         self.shared_base = self.lane_slot * self.shared.block_bytes
         self.local = np.full(max(machine.local_size, 16) * n, 0xFF, np.uint8)
         self._sregs: dict[str, np.ndarray | np.generic] = {}
+        self.steps = 0  # the scheduler's steps so far, as the last SIDE instruction saw them
+        self.clock_start: np.ndarray | None = None  # per lane, for the clocks (special.py)
         # per instruction: (executor, kind, guard); branches, exits and barriers are the
         # scheduler's and have no executor; the others' are built when they first run
         # (about 40% of a program's instructions never run in a given launch)
@@ -357,6 +360,7 @@ class Chunk:
         self._views.clear()
         self._constants.clear()
         self._sregs.clear()
+        self.clock_start = None
         self.local = self.shared = None
 
     # ----- operand binding -----------------------------------------------------
@@ -386,6 +390,8 @@ class Chunk:
         if kind is Reg:
             return self.view(operand, dtype)
         if kind is not Imm and kind is not Sym and kind is not Sreg:
+            return None
+        if kind is Sreg and operand in CLOCKS:  # a clock changes: read when it runs (src)
             return None
         key = (operand, dtype)
         value = self._constants.get(key)
@@ -424,6 +430,9 @@ class Chunk:
             if operand.negate:
                 return lambda idx: ~storage if idx is None else ~storage[idx]
             return _converting_getter(storage, np.dtype(dtype))
+        if isinstance(operand, Sreg):  # a clock: read when the instruction runs
+            get = clock_getter(operand.name, self)
+            return lambda idx: np.asarray(get(idx)).astype(dtype)
         raise Unsupported(f"operand {operand} is not supported by the emulator")
 
     def dst(self, operand, dtype):
@@ -473,40 +482,10 @@ class Chunk:
         return self._sregs[name]
 
     def _special(self, name: str):
-        m = self.m
-        axis = {"x": 0, "y": 1, "z": 2}
-        base, _, comp = name.partition(".")
-        if base == "%tid":
-            return dims_of(self.lane_tid, m.block)[axis[comp]].astype(np.uint32)
-        if base == "%ntid":
-            return np.uint32(m.block[axis[comp]])
-        if base == "%ctaid":
-            blocks = dims_of(self.block_linear, m.grid)[axis[comp]].astype(np.uint32)
-            return blocks[self.lane_slot]
-        if base == "%nctaid":
-            return np.uint32(m.grid[axis[comp]])
-        lane = (self.lane_tid % 32).astype(np.uint32)
-        masks = {
-            "%laneid": lambda: lane,
-            "%warpid": lambda: (self.lane_tid // 32).astype(np.uint32),
-            "%nwarpid": lambda: np.uint32(self.warps_per_block),
-            "%lanemask_eq": lambda: np.uint32(1) << lane,
-            "%lanemask_lt": lambda: (np.uint32(1) << lane) - np.uint32(1),
-            "%lanemask_le": lambda: ((np.uint32(1) << lane) << np.uint32(1)) - np.uint32(1),
-            "%lanemask_gt": lambda: ~(((np.uint32(1) << lane) << np.uint32(1)) - np.uint32(1)),
-            "%lanemask_ge": lambda: ~((np.uint32(1) << lane) - np.uint32(1)),
-            "%smid": lambda: np.uint32(0),
-            "%nsmid": lambda: np.uint32(1),
-            "%gridid": lambda: np.uint64(0),
-            "%clock": lambda: np.uint32(0),
-            "%clock64": lambda: np.uint64(0),
-            "%globaltimer": lambda: np.uint64(0),
-            "%dynamic_smem_size": lambda: np.uint32(m.launch.shared_bytes),
-            "%total_smem_size": lambda: np.uint32(m.layout.block_bytes),
-        }
-        if name not in masks:
-            raise Unsupported(f"special register {name} is not supported by the emulator")
-        return masks[name]()
+        try:
+            return read_special(name, self)
+        except KeyError:
+            raise Unsupported(f"special register {name} is not supported by the emulator") from None
 
     def _guard(self, guard: Reg | None):
         if guard is None:
@@ -590,6 +569,7 @@ class Chunk:
                     cur = i + 1
                 elif kind == SIDE:
                     if sel_n:
+                        self.steps = steps  # what a clock read (special.py) counts
                         run(sel)
                     cur = i + 1
                 elif kind == BRA:
@@ -620,6 +600,7 @@ class Chunk:
             low = pc.min()
             if low >= BIG:
                 if not (status == WAIT).any():
+                    self.steps = steps
                     return left
                 n_run = self._release()
                 continue
@@ -652,16 +633,6 @@ class Chunk:
         return int(np.count_nonzero(self.status == RUN))
 
 
-def _check_geometry(grid, block) -> None:
-    """Refuse launches a GPU refuses (CUDA's limits for compute capability 9.0)."""
-    if min(*grid, *block) < 1:
-        raise LaunchFailure(f"invalid launch: grid {grid} and block {block} must be positive")
-    if int(np.prod(block)) > 1024 or block[0] > 1024 or block[1] > 1024 or block[2] > 64:
-        raise LaunchFailure(f"invalid launch: a block of {block} threads exceeds 1024 threads (or 64 in z)")
-    if grid[1] > 65535 or grid[2] > 65535 or grid[0] > 2**31 - 1:
-        raise LaunchFailure(f"invalid launch: grid {grid} is too large")
-
-
 def _registers(kernel: Kernel, n: int) -> dict[str, np.ndarray]:
     """Every register of ``n`` lanes, zeroed: one allocation per storage type, a row each."""
     types = {name: storage_dtype(t) for name, t in kernel.registers.items()}
@@ -674,11 +645,6 @@ def _registers(kernel: Kernel, n: int) -> dict[str, np.ndarray]:
         rows = np.zeros((len(names), n), dt)
         regs.update(zip(names, rows, strict=True))
     return regs
-
-
-def dims_of(linear: np.ndarray, dims) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    x, y, _z = dims
-    return linear % x, (linear // x) % y, linear // (x * y)
 
 
 def _converting_getter(storage: np.ndarray, dtype: np.dtype):

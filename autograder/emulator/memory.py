@@ -1,10 +1,19 @@
 """The emulator's memory spaces and how an address becomes (allocation, byte offset).
 
-Generic addresses are 64-bit: global allocation ``k`` (a kernel argument or a module
-variable) lives at ``k << 40``, so every allocation is its own region with exact bounds and
-an access far outside one still names it; the shared window is region 0xFE and the local
-window 0xFD (``cvta`` adds or removes those bases). An access outside its allocation is
-a finding: reads return NaN/garbage bytes (0xFF), writes are dropped, nothing crashes.
+Generic addresses are 64-bit: every global allocation (a kernel argument or a module
+variable) lives at ``slot << 40`` for a slot of its own, so it is its own region with exact
+bounds and an access far outside one still names it; the shared window is region 0xFE and
+the local window 0xFD (``cvta`` adds or removes those bases). An access outside its
+allocation is a finding: reads return NaN/garbage bytes (0xFF), writes are dropped, nothing
+crashes.
+
+Slots are drawn at random for every launch (``secrets``: nothing a student can seed or
+predict) among 2**22, so two buffers are at least 1 TiB apart and ``b - a`` differs from
+launch to launch: a pointer derived from ``a`` by a constant offset lands in no allocation,
+which is a finding, instead of reaching ``b`` as it would in a fixed layout. Only a kernel
+that takes both pointers can compute ``b - a``, and ``a + (b - a)`` then is ``b`` on any
+GPU as well (its accesses are counted and bounds-checked as ``b``'s); nothing else a
+kernel can read depends on where another buffer lies.
 
 Shared memory: each variable gets a 256-byte red zone before it (a multiple of 128, so
 banks are those of the GPU's own layout) and the block's memory starts as 0xFF garbage.
@@ -16,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import secrets
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +35,8 @@ from autograder.emulator.shadow import SharedShadow
 REGION_SHIFT = 40
 SHARED_REGION = 0xFE
 LOCAL_REGION = 0xFD
+SLOTS = 1 << 22  # global allocations' slots: addresses below 2**62, gaps of 1 TiB at least
+FIRST_SLOT = 0x100  # slots below: the null pointer's neighbourhood and the two windows
 _HALF = 1 << (REGION_SHIFT - 1)
 RED_ZONE = 256
 GARBAGE = 0xFF
@@ -39,12 +51,14 @@ def padded(nbytes: int) -> int:
 
 
 class Region:
-    """One global allocation: a kernel argument or a module variable."""
+    """One global allocation: a kernel argument or a module variable; ``space`` is
+    ``"const"`` for a ``__constant__`` variable (readable by ``ld.const``, never written)."""
 
-    def __init__(self, name: str, data: np.ndarray, what: str):
+    def __init__(self, name: str, data: np.ndarray, what: str, space: str = "global"):
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         self.name = name
         self.what = what  # "argument", "variable"
+        self.space = space
         self.nbytes = raw.size
         self.itemsize = data.dtype.itemsize
         self.count = data.size
@@ -57,17 +71,31 @@ class Region:
 
 
 class GlobalMemory:
+    """The launch's global allocations, each at a random slot (see the module's docstring);
+    ``regions`` and ``by_name`` number them in the order they were added."""
+
     def __init__(self):
         self.regions: list[Region | None] = [None]
         self.by_name: dict[str, int] = {}
+        self.by_slot: dict[int, Region] = {}
 
     def add(self, region: Region) -> int:
+        """Place ``region`` and return its address."""
         self.regions.append(region)
         self.by_name[region.name] = len(self.regions) - 1
-        return (len(self.regions) - 1) << REGION_SHIFT
+        slot = self._free_slot()
+        self.by_slot[slot] = region
+        return slot << REGION_SHIFT
+
+    def _free_slot(self) -> int:
+        """A random slot above the null pointer's and the windows' (below ``FIRST_SLOT``)."""
+        while True:
+            slot = FIRST_SLOT + secrets.randbelow(SLOTS - FIRST_SLOT)
+            if slot not in self.by_slot:
+                return slot
 
     def region(self, k: int) -> Region | None:
-        return self.regions[k] if 0 < k < len(self.regions) else None
+        return self.by_slot.get(k)
 
 
 @dataclass

@@ -8,7 +8,21 @@ import numpy as np
 
 from autograder.backends.base import Unsupported
 from autograder.emulator import aborts, access, collective, wmma
-from autograder.emulator.isa import BAR, BRA, EXIT, PURE, SIDE, Imm, Instr, Vec, dtype_of, immediate_bits
+from autograder.emulator.isa import (
+    BAR,
+    BRA,
+    CLOCK_REGISTERS,
+    EXIT,
+    PURE,
+    SIDE,
+    Imm,
+    Instr,
+    NotEmulated,
+    Sreg,
+    Vec,
+    dtype_of,
+    immediate_bits,
+)
 from autograder.emulator.memory import LOCAL_REGION, REGION_SHIFT, SHARED_REGION
 
 WIDE = {"s16": "s32", "u16": "u32", "s32": "s64", "u32": "u64", "s64": "s64", "u64": "u64"}
@@ -22,11 +36,17 @@ def instruction_kind(ins: Instr) -> int:
         return EXIT
     if ins.op in ("bar", "barrier") and "warp" not in ins.mods and "arrive" not in ins.mods:
         return BAR
-    if ins.op in ("ld", "ldu") and "param" in ins.mods:
+    if ins.op in ("ld", "ldu") and access.names_a_parameter(ins):
         return PURE
-    if ins.op in PURE_OPS:
+    if ins.op in PURE_OPS and not reads_a_clock(ins):
         return PURE
     return SIDE
+
+
+def reads_a_clock(ins: Instr) -> bool:
+    """Does ``ins`` read ``%clock64`` and the like? Such an instruction runs as a ``SIDE``
+    one, before which the scheduler hands its step count over (``special.py``)."""
+    return any(type(o) is Sreg and o.name in CLOCK_REGISTERS for o in ins.operands)
 
 
 def lane_flops(ins: Instr) -> int:
@@ -54,6 +74,8 @@ def build_executor(ins: Instr, chunk):
         opcode = ".".join((ins.op, *ins.mods))
         message = f"{opcode} is not supported by the emulator ({where})"
         reason = str(error)
+        if isinstance(error, NotEmulated):  # the feature is named: say where, nothing more
+            message, reason = f"{where}: {error}", ""
 
         def unsupported(idx):
             raise Unsupported(message if reason in ("", opcode) else f"{message}: {reason}")

@@ -10,26 +10,9 @@ from __future__ import annotations
 import re
 
 from autograder.emulator.inline import inline_calls
-from autograder.emulator.isa import TYPES, Addr, Imm, Instr, Operand, Reg, Sreg, Sym, Vec
+from autograder.emulator.isa import SPECIAL_REGISTERS, TYPES, Addr, Imm, Instr, Operand, Reg, Sreg, Sym, Vec
 from autograder.emulator.ptx import Kernel, parse_kernel
 
-SPECIAL_PREFIXES = (
-    "%tid",
-    "%ntid",
-    "%ctaid",
-    "%nctaid",
-    "%laneid",
-    "%warpid",
-    "%nwarpid",
-    "%smid",
-    "%nsmid",
-    "%gridid",
-    "%lanemask",
-    "%clock",
-    "%globaltimer",
-    "%dynamic_smem_size",
-    "%total_smem_size",
-)
 _ADDR = re.compile(r"^\[\s*([^\]+]+?)\s*(?:\+\s*(-?\s*(?:0x)?[0-9a-fA-F]+))?\s*\]$")
 
 
@@ -90,7 +73,7 @@ def _operand(text: str) -> Operand:
         return Vec(tuple(_operand(t) for t in text.split("|")))
     if text.startswith("!"):
         return Reg(text[1:], True)
-    if text.startswith(SPECIAL_PREFIXES):
+    if text in SPECIAL_REGISTERS:
         return Sreg(text)
     if text.startswith("%"):
         return Reg(text)

@@ -32,7 +32,7 @@ class Variable:
     type: str
     size: int  # bytes; 0 for ``extern .shared`` arrays of unknown size
     align: int
-    init: bytes | None = None
+    init: bytes | None = None  # the initialised bytes at its start (the rest are zeros)
     extern: bool = False
 
 
@@ -128,9 +128,10 @@ def parse_variable(text: str) -> Variable | None:
 
 
 def _initializer(text: str, type_: str, elem: int, n: int) -> bytes:
-    values = [v.strip() for v in text.strip().strip("{}").split(",") if v.strip()]
-    out = bytearray(n * elem)
-    for k, v in enumerate(values[:n]):
+    """The bytes the initialiser lists (no more: a large array's zeros are not stored)."""
+    values = [v.strip() for v in text.strip().strip("{}").split(",") if v.strip()][:n]
+    out = bytearray(len(values) * elem)
+    for k, v in enumerate(values):
         raw = int(v[2:], 16) if v.startswith(("0f", "0F")) or v.startswith(("0d", "0D")) else int(v, 0)
         out[k * elem : (k + 1) * elem] = (raw & ((1 << (8 * elem)) - 1)).to_bytes(elem, "little")
     return bytes(out)

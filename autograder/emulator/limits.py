@@ -1,0 +1,194 @@
+"""What an H200 (``sm_90``) refuses, and the student's error for each, in CUDA's terms.
+
+A kernel ptxas refuses for ``sm_90`` (the GPU backend compiles for it; the emulator's
+``compute_90`` PTX never meets ptxas) is a :class:`CompileError` (:func:`check_kernel`):
+
+- a local frame over 512 KiB per thread (CUDA's limit: NVRTC 13.5 and ptxas 13.0 accept
+  one, as a stack frame; a GPU cannot run it, and emulating it would take gigabytes);
+- over 48 KiB of ``__shared__`` variables per block (ptxas: "uses too much shared data
+  (0x40000000 bytes, 0xc000 max)");
+- over 64 KiB of ``__constant__`` variables (ptxas: "uses too much global constant data");
+- a barrier number outside 0..15, or a constant thread count that is not a multiple of 32
+  (ptxas: "Barrier number '20' out of range", "must be in multiple of warp size").
+
+A launch the driver refuses, or the grader cannot hold, is a :class:`LaunchFailure`
+(:func:`check_launch`): a grid or block over CUDA's limits; static and dynamic shared memory
+together over the 227 KiB (232 448 bytes) a block can opt in to (``cudaFuncSetAttribute``
+refuses 232 449, the launch fails with "invalid argument"); parameters that do not match the
+assignment's arguments; ``__device__`` variables over the emulator's cap of 256 MiB (a grader
+limit, documented as such: its worker's data is capped at ``limits.emulator_mb``, 2 GiB by
+default, and each launch holds its own copy) or over the H200's memory (where loading the
+module fails with ``CUDA_ERROR_OUT_OF_MEMORY``). A barrier's thread count is checked when the
+barrier is reached (``barriers.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autograder.backends.base import CompileError, LaunchFailure, Program
+from autograder.emulator.isa import Imm, Instr, immediate_bits
+from autograder.emulator.memory import local_bytes
+
+MAX_LOCAL_BYTES = 512 << 10  # local memory per thread, CUDA's limit for compute capability 9.0
+STATIC_SHARED_BYTES = 48 << 10  # __shared__ variables per block (ptxas's 0xc000)
+SHARED_OPTIN_BYTES = 232_448  # static + dynamic shared memory per block, opted in (227 KiB)
+CONSTANT_BYTES = 64 << 10  # the constant bank
+MODULE_DATA_CAP = 256 << 20  # __device__ variables the emulator holds (a grader limit)
+GPU_MEMORY_BYTES = 143_771 << 20  # an H200's memory, as nvidia-smi reports it
+BARRIERS = 16  # named barriers per block
+MAX_BLOCK_THREADS = 1024
+H200 = "an H200 (sm_90)"
+
+
+def _align(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+def static_shared_bytes(variables) -> int:
+    """The block's ``__shared__`` variables laid out as a GPU lays them (no red zones)."""
+    size = 0
+    for v in variables:
+        if v.space == "shared" and not v.extern:
+            size = _align(size, v.align) + v.size
+    return size
+
+
+def dynamic_shared_start(variables) -> int:
+    """Where the ``extern __shared__`` array begins: after the static ones, aligned."""
+    align = max((v.align for v in variables if v.space == "shared" and v.extern), default=1)
+    return _align(static_shared_bytes(variables), align)
+
+
+# ----- the kernel: ptxas's refusals ------------------------------------------------------
+def check_kernel(variables, program: list[Instr], source: Program) -> None:
+    """Raise the :class:`CompileError` ptxas would for ``sm_90``, if any."""
+    _check_local_frame(variables, source)
+    _check_static_shared(variables, source)
+    _check_constants(variables, source)
+    for ins in program:
+        _check_barrier(ins, source)
+
+
+def _check_local_frame(variables, source: Program) -> None:
+    size = local_bytes(variables)
+    if size > MAX_LOCAL_BYTES:
+        raise CompileError(
+            f"{source.filename}: error: kernel {source.kernel} needs {size:,} bytes "
+            f"({size / 1024:,.0f} KiB) of local memory per thread for its local arrays, more than "
+            f"the {MAX_LOCAL_BYTES // 1024} KiB of local memory CUDA allows a thread; keep large "
+            "arrays in global or shared memory"
+        )
+
+
+def _check_static_shared(variables, source: Program) -> None:
+    size = static_shared_bytes(variables)
+    if size > STATIC_SHARED_BYTES:
+        raise CompileError(
+            f"{source.filename}: error: kernel {source.kernel} declares {size:,} bytes of "
+            f"__shared__ memory per block; {H200} allows at most {STATIC_SHARED_BYTES:,} bytes "
+            "(48 KiB) of static shared memory per block (ptxas refuses the kernel)"
+        )
+
+
+def _check_constants(variables, source: Program) -> None:
+    size = sum(v.size for v in variables if v.space == "const")
+    if size > CONSTANT_BYTES:
+        raise CompileError(
+            f"{source.filename}: error: the file declares {size:,} bytes of __constant__ "
+            f"memory; a GPU has {CONSTANT_BYTES:,} bytes (64 KiB) of it (ptxas refuses the kernel)"
+        )
+
+
+def barrier_operands(ins: Instr):
+    """(barrier number, thread count or None) of a ``bar``/``barrier`` instruction:
+    ``bar.sync a{, b}``, ``bar.arrive a, b``, ``bar.red.op.type d, a{, b}, {!}c``."""
+    operands = ins.operands[1:-1] if "red" in ins.mods else ins.operands
+    return (operands[0] if operands else None), (operands[1] if len(operands) > 1 else None)
+
+
+def immediate(operand: Imm) -> int:
+    return int(immediate_bits(operand.text, ""))
+
+
+def is_block_barrier(ins: Instr) -> bool:
+    return ins.op in ("bar", "barrier") and "warp" not in ins.mods
+
+
+def _check_barrier(ins: Instr, source: Program) -> None:
+    if not is_block_barrier(ins):
+        return
+    number, count = barrier_operands(ins)
+    where = f"{source.filename}:{ins.line}" if ins.line else source.filename
+    if isinstance(number, Imm) and not 0 <= immediate(number) < BARRIERS:
+        raise CompileError(
+            f"{where}: error: barrier number {immediate(number)} is out of range: a block has "
+            f"barriers 0 to {BARRIERS - 1} (ptxas refuses the kernel)"
+        )
+    if isinstance(count, Imm) and immediate(count) % 32:
+        raise CompileError(
+            f"{where}: error: a barrier for {immediate(count)} threads: the number of threads "
+            "taking part in a barrier must be a multiple of the warp size, 32 (ptxas refuses "
+            "the kernel)"
+        )
+
+
+# ----- the launch: the driver's refusals, and the grader's cap ----------------------------
+def check_launch(variables, params, launch) -> None:
+    """Raise the :class:`LaunchFailure` of a launch that cannot run, if any."""
+    _check_geometry(tuple(launch.grid), tuple(launch.block))
+    _check_parameters(params, launch)
+    _check_dynamic_shared(variables, launch)
+    _check_module_data(variables, launch.program)
+
+
+def _check_geometry(grid, block) -> None:
+    """Refuse launches a GPU refuses (CUDA's limits for compute capability 9.0)."""
+    if min(*grid, *block) < 1:
+        raise LaunchFailure(f"invalid launch: grid {grid} and block {block} must be positive")
+    if int(np.prod(block)) > MAX_BLOCK_THREADS or block[0] > 1024 or block[1] > 1024 or block[2] > 64:
+        raise LaunchFailure(f"invalid launch: a block of {block} threads exceeds 1024 threads (or 64 in z)")
+    if grid[1] > 65535 or grid[2] > 65535 or grid[0] > 2**31 - 1:
+        raise LaunchFailure(f"invalid launch: grid {grid} is too large")
+
+
+def _check_parameters(params, launch) -> None:
+    if len(params) == len(launch.args):
+        return
+    names = ", ".join(arg.name for arg in launch.args)
+    raise LaunchFailure(
+        f"{launch.program.filename}: kernel {launch.program.kernel} takes {len(params)} "
+        f"parameter{'s' if len(params) != 1 else ''} but the assignment launches it with "
+        f"{len(launch.args)} argument{'s' if len(launch.args) != 1 else ''} ({names}): keep the "
+        "starter file's signature"
+    )
+
+
+def _check_dynamic_shared(variables, launch) -> None:
+    static = static_shared_bytes(variables)
+    total = dynamic_shared_start(variables) + launch.shared_bytes
+    if launch.shared_bytes and total > SHARED_OPTIN_BYTES:
+        raise LaunchFailure(
+            f"{launch.program.filename}: the launch asks for {launch.shared_bytes:,} bytes of "
+            f"dynamic shared memory per block on top of the kernel's {static:,} bytes of "
+            f"__shared__ variables; {H200} allows at most {SHARED_OPTIN_BYTES:,} bytes (227 KiB) "
+            "of shared memory per block (CUDA error: invalid argument)"
+        )
+
+
+def _check_module_data(variables, source: Program) -> None:
+    size = sum(v.size for v in variables if v.space == "global")
+    if size <= MODULE_DATA_CAP:
+        return
+    if size > GPU_MEMORY_BYTES:
+        why = (
+            f"more than the {GPU_MEMORY_BYTES:,} bytes of {H200}'s memory (loading the kernel "
+            "fails with CUDA_ERROR_OUT_OF_MEMORY)"
+        )
+    else:
+        why = (
+            f"the grader's emulator, which checks bounds and barriers, holds at most "
+            f"{MODULE_DATA_CAP:,} bytes (256 MiB) of them (a limit of this grader, not of a GPU)"
+        )
+    raise LaunchFailure(
+        f"{source.filename}: the file's __device__ variables take {size:,} bytes, {why}; make them smaller"
+    )
