@@ -65,3 +65,14 @@ def test_a_compiler_log_flood_stays_small(graded):
     first = result.item("vector_add correctness (aligned)")
     assert first["score"] == 0 and "truncated" in first["output"]
     assert all(len(t["output"]) < 1000 for t in result.results["tests"][1:])
+
+
+def test_a_printf_flood_stays_small(graded):
+    flood = reference("vector_add").replace(
+        "if (i < n) c[i]", 'printf("%1000000d %s\\n", i, "and then some");\n    if (i < n) c[i]'
+    )
+    assert "%1000000d" in flood
+    result = graded({"vector_add.cu": flood})
+    assert_sound(result)
+    assert result.score("vector_add correctness (ragged)") == 4  # printing is allowed; it is only bounded
+    assert "your kernel printed" in result.item("correctness (aligned)")["output"]
