@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from autograder import class_table, pipeline, policy
+from autograder import class_table, discovery, gradescope_zip, pipeline, policy
 from autograder.backends import NAMES, open_backends, select_backend
 from autograder.backends.base import BackendError
 from autograder.cases import find_case, prepare
@@ -207,24 +207,85 @@ def table(reports, csv_path):
 @main.command()
 @click.argument("kernel", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @course_options
-def check(kernel, course_root, backend):
+@click.option(
+    "--assignment",
+    default=None,
+    help="The assignment KERNEL is for (default: the one its file name, or the __global__ kernel it "
+    "defines, says).",
+)
+def check(kernel, course_root, backend, assignment):
     """Grade one kernel file (e.g. window_sum.cu) as the grader will, and print all the feedback.
 
-    For students, on a laptop with or without a GPU: the file's name says the assignment.
-    Nothing is written; the exit status is 0 only when every item that ran got full marks.
+    For students, on a laptop with or without a GPU: the file's name (or --assignment) says the
+    assignment. Nothing is written; the exit status is 0 only when every item that ran got full marks.
     """
     course = course_or_usage_error(course_root)
-    if kernel.stem not in course.rubric.assignments:
-        known = ", ".join(f"{name}.cu" for name in course.rubric.assignments)
-        raise click.BadParameter(f"{kernel.name} is no assignment's file; expected one of: {known}")
+    name = assignment or assignment_of(kernel, course)
+    try:
+        pipeline.check_assignments(course, [name])
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--assignment") from e
     with backends_for(course, backend) as backends:
-        graded = pipeline.grade_submission(kernel.parent, course, backends, None, [kernel.stem])
+        graded = pipeline.grade_submission(kernel, course, backends, None, [name])
     for result in graded.items:
         output = for_student(result.output).replace("\n", "\n    ")
         click.echo(f"{result.score:g} / {result.item.points:g}  {result.item.name}\n    {output}\n")
     score, points = sum(r.score for r in graded.items), sum(r.item.points for r in graded.items)
     click.echo(f"{score:g} / {points:g} points on the {graded.backend} backend")
     sys.exit(0 if all(r.passed or r.not_run for r in graded.items) else 1)
+
+
+def course_kernels(course: Course) -> dict[str, str]:
+    return {name: spec.kernel for name, spec in course.specs.items()}
+
+
+def assignment_of(kernel: Path, course: Course) -> str:
+    """The one assignment ``kernel`` is for, by its name or the kernel it defines (``discovery``)."""
+    with discovery.opened(kernel, course_kernels(course)) as found:
+        names = [name for name in course.rubric.assignments if found.candidates(name)]
+    if len(names) == 1:
+        return names[0]
+    known = ", ".join(f"{name}.cu" for name in course.rubric.assignments)
+    raise click.BadParameter(
+        f"{kernel.name} could be {' or '.join(names)}: name one with --assignment"
+        if names
+        else f"{kernel.name} is no assignment's file; expected one of: {known} (or name it with --assignment)"
+    )
+
+
+@main.command()
+@click.argument("assignments", nargs=-1, required=True)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("autograder.zip"),
+    show_default=True,
+    help="Where to write the zip.",
+)
+@click.option(
+    "--course",
+    "course_root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    envvar="AUTOGRADER_COURSE",
+    help="Course root (default as for `grade`).",
+)
+def gradescope(assignments, out, course_root):
+    """Write the autograder.zip to upload to Gradescope, grading ASSIGNMENTS (docs/gradescope.md).
+
+    Every item of every one of ASSIGNMENTS is in each student's results.json (0 with the reason
+    where a file is missing), so the total is the rubric's whatever was submitted.
+    """
+    course = course_or_usage_error(course_root)
+    try:
+        pipeline.check_assignments(course, list(assignments))
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="ASSIGNMENTS") from e
+    try:
+        entries = gradescope_zip.build(course, list(assignments), out)
+    except (gradescope_zip.BuildError, RubricError) as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(f"{out}: {len(entries)} files; upload it on Gradescope (docs/gradescope.md)")
 
 
 @main.command()
@@ -270,7 +331,7 @@ def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: li
 
 
 @main.command()
-@click.argument("submission", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("submission", type=click.Path(exists=True, path_type=Path))
 @click.option("--assignment", required=True, help="The assignment whose kernel to profile.")
 @click.option(
     "--case",
@@ -301,7 +362,9 @@ def profile(submission, assignment, case_text, seed, as_json, course_root):
         raise click.BadParameter(f"no assignment {assignment!r}", param_hint="--assignment")
     spec = course.specs[assignment]
     case = parse_case(case_text) or spec.cases.get("safety", next(iter(spec.cases.values())))[0]
-    source, problem = policy.read_source(submission / f"{assignment}.cu")
+    with discovery.opened(submission, course_kernels(course)) as found:  # as grading finds it
+        path, problem = found.locate(assignment)
+        source, problem = policy.read_source(path) if path else ("", problem)
     if problem:
         raise click.ClickException(problem)
     try:

@@ -18,9 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from gradescope_utils.autograder_utils.files import check_submitted_files
-
-from autograder import performance, sanitize
+from autograder import discovery, performance, sanitize
 from autograder.backends import Backends
 from autograder.backends.base import (
     Backend,
@@ -180,14 +178,17 @@ def grade_submission(
             f"{backends.grading.name} backend graded"
         )
         cross_check = False
-    names = assignments or _submitted(submission, course, notes)
     deadline = started + course.rubric.limits.submission_s
     items = []
-    for name in names:
-        for result in _grade_assignment(name, submission, course, backends, secret, deadline, cross_check):
-            items.append(result)
-            if progress:
-                progress(result)
+    kernels = {name: spec.kernel for name, spec in course.specs.items()}
+    with discovery.opened(submission, kernels) as found:
+        names = assignments or _submitted(submission, found, course, notes)
+        notes += [*found.notes, *filter(None, map(found.note, names))]
+        for name in names:
+            for result in _grade_assignment(name, found, course, backends, secret, deadline, cross_check):
+                items.append(result)
+                if progress:
+                    progress(result)
     return Grade(
         items=tuple(items),
         backend=backends.grading.name,
@@ -205,23 +206,23 @@ def check_assignments(course: Course, names: list[str]) -> None:
         raise ValueError(f"unknown assignment {unknown[0]!r} (the rubric has: {known})")
 
 
-def _submitted(submission: Path, course: Course, notes: list[str]) -> list[str]:
-    """Assignments whose file is in the submission; all of them (to fail) when none is."""
+def _submitted(submission: Path, found: discovery.Submission, course: Course, notes: list[str]) -> list[str]:
+    """Assignments whose file is in the submission (``discovery``); all of them (to fail) when none is."""
     names = list(course.rubric.assignments)
-    if not submission.is_dir():
+    if not submission.exists():
         notes.append("the submission could not be read (no folder of files was found); nothing was graded")
         return names
-    missing = check_submitted_files([f"{name}.cu" for name in names], base=str(submission))
-    found = [name for name in names if f"{name}.cu" not in missing]
-    if found:
-        return found
-    notes.append(f"no kernel file found in the submission; expected one of: {', '.join(missing)}")
+    submitted = [name for name in names if found.candidates(name)]
+    if submitted:
+        return submitted
+    expected = ", ".join(f"{name}.cu" for name in names)
+    notes.append(f"no kernel file found in the submission; expected one of: {expected} ({found.inventory()})")
     return names
 
 
 def _grade_assignment(
     name: str,
-    submission: Path,
+    found: discovery.Submission,
     course: Course,
     backends: Backends,
     secret: int,
@@ -230,7 +231,8 @@ def _grade_assignment(
 ) -> Iterator[ItemResult]:
     items = course.rubric.assignments[name]
     spec = course.specs[name]
-    source, problem = read_source(submission / f"{name}.cu")
+    path, problem = found.locate(name)
+    source, problem = read_source(path) if path else ("", problem)
     regrade = False
     if problem is None:
         problem, regrade = _compile_problem(backends.grading, spec, source, items)

@@ -96,6 +96,11 @@ def include_problem(source: str, filename: str) -> str | None:
     return None
 
 
+def code_only(source: str) -> str:
+    """``source`` as code: continued lines spliced, each comment one space, literals blanked."""
+    return _preprocessed(_logical_lines(source)[0])[0]
+
+
 def _preprocessed(spliced: str):
     """Comments as one space, literals blanked; and a map from its positions back to ``spliced``'s."""
     pieces, starts, origins, position, last = [], [], [], 0, 0

@@ -25,6 +25,8 @@ GRADING = {
     "report",
     "cli",
     "vocabulary",
+    "discovery",
+    "gradescope_zip",
 }
 
 

@@ -48,3 +48,43 @@ def test_a_sigterm_to_the_script_reaches_the_grader(tmp_path):
         subprocess.run(["pkill", "-f", str(bin_dir)], check=False)
     assert marker.read_text().strip() == "term"
     assert json.loads((tmp_path / "ag/results/results.json").read_text())["score"] == 0
+
+
+def _recording_grader(tmp_path):
+    """A stand-in grader that writes its arguments, one a line, and a results.json."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    results = tmp_path / "ag/results/results.json"
+    (bin_dir / "autograder").write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path}/args\necho \'{{"score": 0}}\' > {results}\n'
+    )
+    (bin_dir / "autograder").chmod(0o755)
+    return {**os.environ, "AUTOGRADER_ROOT": str(tmp_path / "ag"), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def _assignments_passed(tmp_path, env):
+    run = subprocess.run([str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    args = (tmp_path / "args").read_text().splitlines()
+    return [args[i + 1] for i, arg in enumerate(args) if arg == "--assignment"]
+
+
+def test_every_assignment_of_assignments_txt_is_graded_submitted_or_not(tmp_path):
+    env = _recording_grader(tmp_path)
+    env.pop("AUTOGRADER_ASSIGNMENTS", None)
+    (tmp_path / "ag/source").mkdir(parents=True)
+    (tmp_path / "ag/source/assignments.txt").write_text("# a comment\nvector_add\n\nwindow_sum")
+    assert _assignments_passed(tmp_path, env) == ["vector_add", "window_sum"]
+
+
+def test_the_environment_names_the_assignments_first(tmp_path):
+    env = {**_recording_grader(tmp_path), "AUTOGRADER_ASSIGNMENTS": "transpose  reduction"}
+    (tmp_path / "ag/source").mkdir(parents=True)
+    (tmp_path / "ag/source/assignments.txt").write_text("vector_add\n")
+    assert _assignments_passed(tmp_path, env) == ["transpose", "reduction"]
+
+
+def test_without_either_the_submitted_assignments_are_graded(tmp_path):
+    env = _recording_grader(tmp_path)
+    env.pop("AUTOGRADER_ASSIGNMENTS", None)
+    assert _assignments_passed(tmp_path, env) == []  # the Dockerfile route: as before

@@ -1,0 +1,105 @@
+"""``autograder gradescope``: the zip's layout, its rubric, its determinism, its errors (fake course).
+
+The end-to-end run of the zip (setup.sh in a fresh virtual environment, then run_autograder
+on four submissions) is tests/delivery/test_gradescope_zip.py.
+"""
+
+from __future__ import annotations
+
+import stat
+import zipfile
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from autograder import cli, gradescope_zip
+from autograder.rubric import load_rubric
+
+from .conftest import write
+
+
+def build(course_root, out, *names):
+    return CliRunner().invoke(
+        cli.main, ["gradescope", *names, "--course", str(course_root), "--out", str(out)]
+    )
+
+
+def test_the_zip_holds_the_scripts_the_package_and_only_the_named_assignments(course_root, tmp_path):
+    outcome = build(course_root, tmp_path / "autograder.zip", "vec")
+    assert outcome.exit_code == 0, outcome.output
+    with zipfile.ZipFile(tmp_path / "autograder.zip") as archive:
+        names = archive.namelist()
+        modes = {i.filename: stat.S_IMODE(i.external_attr >> 16) for i in archive.infolist()}
+        assert archive.read("assignments.txt").decode().splitlines()[-1] == "vec"
+    assert names == sorted(names)
+    assert {"setup.sh", "run_autograder", "pyproject.toml", "README.md", "rubric.yaml"} <= set(names)
+    assert {"assignments/vec/spec.py", "reference/vec.cu", "starter/vec.cu"} <= set(names)
+    assert "autograder/cli.py" in names and "autograder/emulator/machine.py" in names
+    assert not [n for n in names if "grid2d" in n or "__pycache__" in n or n.endswith(".pyc")]
+    assert modes["setup.sh"] == modes["run_autograder"] == 0o755 and modes["rubric.yaml"] == 0o644
+
+
+def test_the_rubric_keeps_its_keys_and_the_items_order_of_the_named_assignments(course_root, tmp_path):
+    build(course_root, tmp_path / "autograder.zip", "grid2d", "vec")
+    with zipfile.ZipFile(tmp_path / "autograder.zip") as archive:
+        text = archive.read("rubric.yaml").decode()
+        listed = archive.read("assignments.txt").decode()
+    original = yaml.safe_load((course_root / "rubric.yaml").read_text())
+    written = yaml.safe_load(text)
+    assert list(written) == list(original) and written["limits"] == original["limits"]
+    assert written["assignments"] == original["assignments"]  # both, in the rubric's order
+    assert list(written["assignments"]) == ["vec", "grid2d"]
+    assert [line for line in listed.splitlines() if not line.startswith("#")] == ["vec", "grid2d"]
+    write(tmp_path / "course/rubric.yaml", text)
+    assert [i.check for i in load_rubric(tmp_path / "course/rubric.yaml").assignments["vec"]] == [
+        "correctness",
+        "correctness",
+        "bounds",
+        "barriers",
+        "traffic",
+        "performance",
+    ]
+
+
+def test_one_assignment_leaves_the_others_out_of_the_rubric(course_root, tmp_path):
+    build(course_root, tmp_path / "autograder.zip", "grid2d")
+    with zipfile.ZipFile(tmp_path / "autograder.zip") as archive:
+        assert list(yaml.safe_load(archive.read("rubric.yaml"))["assignments"]) == ["grid2d"]
+
+
+def test_two_builds_are_byte_identical(course_root, tmp_path):
+    build(course_root, tmp_path / "a.zip", "vec", "grid2d")
+    (course_root / "reference/vec.cu").touch()  # a newer date changes nothing
+    build(course_root, tmp_path / "b.zip", "grid2d", "vec", "vec")
+    assert (tmp_path / "a.zip").read_bytes() == (tmp_path / "b.zip").read_bytes()
+    with zipfile.ZipFile(tmp_path / "a.zip") as archive:
+        assert {i.date_time for i in archive.infolist()} == {gradescope_zip.EPOCH}
+
+
+def test_an_unknown_assignment_is_a_usage_error(course_root, tmp_path):
+    outcome = build(course_root, tmp_path / "autograder.zip", "vec", "vector")
+    assert (
+        outcome.exit_code == 2
+        and "unknown assignment 'vector' (the rubric has: vec, grid2d)" in outcome.output
+    )
+    assert not (tmp_path / "autograder.zip").exists()
+
+
+def test_no_assignment_is_a_usage_error(course_root, tmp_path):
+    outcome = build(course_root, tmp_path / "autograder.zip")
+    assert outcome.exit_code == 2 and "Missing argument 'ASSIGNMENTS...'" in outcome.output
+
+
+def test_a_missing_reference_is_named(course_root, tmp_path):
+    (course_root / "reference/vec.cu").unlink()
+    outcome = build(course_root, tmp_path / "autograder.zip", "vec")
+    assert outcome.exit_code == 1 and "reference/vec.cu" in outcome.output, outcome.output
+    assert not (tmp_path / "autograder.zip").exists()
+
+
+@pytest.mark.parametrize("script", gradescope_zip.SCRIPTS)
+def test_the_scripts_are_the_checkouts_own(course_root, tmp_path, script):
+    build(course_root, tmp_path / "autograder.zip", "vec")
+    with zipfile.ZipFile(tmp_path / "autograder.zip") as archive:
+        assert archive.read(script) == (gradescope_zip.CHECKOUT / script).read_bytes()
