@@ -5,11 +5,16 @@
 #   part 1: tests/gpu, and `grade --sanitize` of a planted missing guard, whose bounds item must
 #           carry compute-sanitizer's finding (its worker runs under compute-sanitizer);
 #   part 2: `selfcheck --backend gpu` over the whole course.
-# Usage: bash bench/device/contract.sh 1|2|all.  Logs go to $OUT.
+# Carry the pinned NVRTC wheel in .whl/ too (pyproject.toml's version), so that the GPU compiles
+# with the course's compiler. Usage: bash bench/device/contract.sh 1|2|all.  Logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/contract-out}
 PART=${1:-all}
 source bench/device/setup.sh
+
+section "the compiler"
+"$PY" -c "from autograder import compiler; print('NVRTC', compiler.nvrtc_version(), compiler.nvrtc_problem() or 'pinned')"
+timeout 120 "$PY" -m pytest -p no:cacheprovider -q tests/hostile/test_reproducibility.py 2>&1 | tail -3
 
 if [ "$PART" = 1 ] || [ "$PART" = all ]; then
     section "tests/gpu"
