@@ -30,7 +30,7 @@ from autograder.backends.base import (
     Timing,
     Unsupported,
 )
-from autograder.cases import group_cases, prepare, prepare_group, program, timing_requests
+from autograder.cases import GroupCase, group_cases, prepare, prepare_group, program, timing_requests
 from autograder.checks import SCORERS
 from autograder.compare import CaseOutcome, judged
 from autograder.feedback import LINE_BYTES, capped
@@ -89,7 +89,7 @@ class CaseRunner:
             ]
         return self._cache[key]
 
-    def run(self, backend: Backend, source_kind: str, ref) -> CaseOutcome:
+    def run(self, backend: Backend, source_kind: str, ref: GroupCase) -> CaseOutcome:
         outcome = CaseOutcome(
             group=ref.group, index=ref.index, params=dict(ref.case), seed=ref.seed, backend=backend.name
         )
@@ -113,7 +113,7 @@ class CaseRunner:
         self.stalled |= student and any(f.kind == "instruction_budget" for f in judgement.findings)
         return judgement
 
-    def _limited(self, launch: Launch, backend: Backend, ref) -> Launch:
+    def _limited(self, launch: Launch, backend: Backend, ref: GroupCase) -> Launch:
         """A student's launch, its work bounded by the reference's; short once one did not finish."""
         if self.stalled:
             return replace(
@@ -165,8 +165,8 @@ def grade_submission(
 ) -> Grade:
     """Grade every assignment of ``submission`` (or ``assignments``) and return the scored items.
 
-    ``cross_check``: also run the safety items' cases under compute-sanitizer (a grading
-    backend that ``runs_natively`` only; elsewhere a note says it was not run).
+    ``cross_check``: also run the bounds and barriers items' cases under compute-sanitizer (a
+    grading backend that ``runs_natively`` only; elsewhere a note says it was not run).
     """
     started = time.monotonic()
     secret = seed if seed is not None else secrets.randbits(63)
