@@ -2,7 +2,11 @@
 
 One test per rubric item: ``name``, ``score``, ``max_score``, ``status``, ``output``,
 ``visibility``, ``number`` (``<assignment>.<item>`` in rubric order) and ``tags`` (the
-assignment and the check kind, plus ``regrade`` when a person should look). When the
+assignment and the check kind, plus ``regrade`` when a person should look). Gradescope
+renders the outputs as Markdown (``output_format: "md"``): every text that can quote the
+student (a compiler log, findings, printed lines, file names) is a fenced code block whose
+fence no backtick run in the text can close. ``extra_data`` holds the backend and the
+grader's version, never the seed (Gradescope does not say it is hidden from students). When the
 grader itself fails, :func:`fallback_results` still lists every rubric item it knows,
 each scoring 0 with the reason. docs/pipeline.md says why this is not gradescope-utils'
 ``JSONTestRunner``.
@@ -10,8 +14,10 @@ each scoring 0 with the reason. docs/pipeline.md says why this is not gradescope
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
+import re
 from pathlib import Path
 
 from autograder.feedback import for_student
@@ -21,12 +27,50 @@ from autograder.rubric import Item, Rubric
 
 def build_results(grade: Grade, rubric: Rubric) -> dict:
     tests = [_test(r.item, r.score, r.output, r.passed, rubric, r.regrade) for r in grade.items]
+    notes = fenced(for_student("\n".join(grade.notes)))
     return {
         "score": round(sum(t["score"] for t in tests), 4),
         "execution_time": round(grade.elapsed_s),
-        "output": for_student("\n".join([*grade.notes, _summary(grade)])),
+        "output": "\n\n".join(filter(None, [_not_run(grade), notes, _summary(grade)])),
+        "output_format": "md",
+        "extra_data": {"backend": grade.backend, "grader_version": grader_version()},
         "tests": tests,
     }
+
+
+def fenced(text: str) -> str:
+    """``text`` as a Markdown code block: the fence is longer than any backtick run in it, so
+    no line of the text can close it (CommonMark closes only on a fence at least as long)."""
+    if not text:
+        return ""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text.rstrip(chr(10))}\n{fence}"
+
+
+def grader_version() -> str:
+    try:
+        return importlib.metadata.version("cuda-autograder")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _not_run(grade: Grade) -> str:
+    """Items that could not run here, first: what they are worth and what happens next."""
+    pending = [r for r in grade.items if r.not_run]
+    if not pending:
+        return ""
+    reasons = ", ".join(dict.fromkeys(r.not_run for r in pending))
+    points = _points(sum(r.item.points for r in pending))
+    return (
+        f"**{points} could not be graded here ({reasons}).** "
+        + (
+            "A TA regrades it on a GPU; it shows 0"
+            if len(pending) == 1
+            else "A TA regrades them on a GPU; they show 0"
+        )
+        + " until then."
+    )
 
 
 def _summary(grade: Grade) -> str:
@@ -39,9 +83,6 @@ def _summary(grade: Grade) -> str:
         summary += (
             f"; not counted here: {_points(later)} shown after the due date or when grades are published"
         )
-    pending = sum(r.item.points for r in grade.items if r.not_run)
-    if pending:
-        summary += f"; not run here: {_points(pending)} that need a GPU, to be regraded on one"
     return summary
 
 
@@ -56,7 +97,9 @@ def fallback_results(rubric: Rubric | None, reason: str, elapsed_s: float = 0.0)
     return {
         "score": 0.0,
         "execution_time": round(elapsed_s),
-        "output": for_student(message),
+        "output": fenced(for_student(message)),
+        "output_format": "md",
+        "extra_data": {"grader_version": grader_version()},
         "tests": [_test(item, 0.0, message, False, rubric, regrade=True) for item in items],
     }
 
@@ -68,7 +111,7 @@ def _test(item: Item, score: float, output: str, passed: bool, rubric: Rubric, r
         "score": score,
         "max_score": item.points,
         "status": "passed" if passed else "failed",
-        "output": for_student(output),
+        "output": fenced(for_student(output)),
         "visibility": item.visibility,
         "number": _number(item, rubric),
         "tags": tags,

@@ -231,8 +231,9 @@ def test_results_json_shape(course, backends):
     results = build_results(graded, course.rubric)
     assert results["score"] == 10 and isinstance(results["execution_time"], int)
     assert results["output"] == (  # the after-due-date item's points stay out of the visible sum
-        "10 / 10 points, graded on the emulator backend; not counted here: 1 point shown after the due "
-        "date or when grades are published; not run here: 1 point that need a GPU, to be regraded on one"
+        "**1 point could not be graded here (needs a GPU).** A TA regrades it on a GPU; it shows 0 "
+        "until then.\n\n10 / 10 points, graded on the emulator backend; not counted here: 1 point shown "
+        "after the due date or when grades are published"
     )
     first, perf = results["tests"][0], results["tests"][5]
     assert set(first) == {"name", "score", "max_score", "status", "output", "visibility", "number", "tags"}
