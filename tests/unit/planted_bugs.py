@@ -299,8 +299,8 @@ MUTANTS = [
     (
         "sanitize: the evidence keeps other checks' findings",
         "autograder/sanitize.py",
-        '"findings": [asdict(f) for f in run.findings if f.check == check],',
-        '"findings": [asdict(f) for f in run.findings],',
+        '"findings": [record(f) for f in run.findings if f.check == check]',
+        '"findings": [record(f) for f in run.findings]',
     ),
     ("run_autograder: no fallback", "run_autograder", 'if [ ! -s "$results" ]; then', "if false; then"),
 ]
