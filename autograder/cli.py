@@ -34,23 +34,26 @@ def default_course_root() -> Path:
 
 
 def course_options(command):
-    """``--course`` and ``--backend``, shared by every command."""
+    """``--course`` and ``--backend``, shared by the grading commands."""
     command = click.option(
         "--backend",
         type=click.Choice(NAMES),
         default=None,
         help="Where kernels run (default: the rubric's `backend`, normally auto = GPU if PyCUDA finds one).",
     )(command)
-    return click.option(
-        "--course",
-        "course_root",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=None,
-        envvar="AUTOGRADER_COURSE",
-        show_envvar=True,
-        help="Course root holding assignments/, rubric.yaml, reference/ (default: ./, the checkout, "
-        "or /autograder/source).",
-    )(command)
+    return course_option(command)
+
+
+course_option = click.option(
+    "--course",
+    "course_root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    envvar="AUTOGRADER_COURSE",
+    show_envvar=True,
+    help="Course root holding assignments/, rubric.yaml, reference/ (default: ./, the checkout, "
+    "or /autograder/source).",
+)
 
 
 @click.group()
@@ -260,14 +263,7 @@ def assignment_of(kernel: Path, course: Course) -> str:
     show_default=True,
     help="Where to write the zip.",
 )
-@click.option(
-    "--course",
-    "course_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    envvar="AUTOGRADER_COURSE",
-    help="Course root (default as for `grade`).",
-)
+@course_option
 def gradescope(assignments, out, course_root):
     """Write the autograder.zip to upload to Gradescope, grading ASSIGNMENTS (docs/gradescope.md).
 
@@ -345,14 +341,7 @@ def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: li
     help="Secret seed: a TA report's seed replays that grading's inputs for a graded case.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-@click.option(
-    "--course",
-    "course_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    envvar="AUTOGRADER_COURSE",
-    help="Course root (default as for `grade`).",
-)
+@course_option
 def profile(submission, assignment, case_text, seed, as_json, course_root):
     """Run one case of SUBMISSION on the emulator; print counters by source line and findings."""
     course = course_or_usage_error(course_root)
