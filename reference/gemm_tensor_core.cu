@@ -1,3 +1,12 @@
+// gemm_tensor_core: C = A B with A M x K and B K x N in half precision, C M x N in float
+// (row-major), computed with wmma fragments (16 x 16 x 16) and float accumulation.
+// Launch: block 128 threads (4 warps), grid (ceil(N / 128), ceil(M / 128)): a block owns a
+// 128 x 128 tile of C; arrange the warps 2 x 2, each owning a 64 x 64 part (4 x 4 fragments).
+// The launch also gives each block 71680 bytes of dynamic shared memory (extern __shared__),
+// which you may use or ignore.
+// Read assignments/gemm_tensor_core/README.md.
+// BEGIN SOLUTION
+//
 // gemm_tensor_core reference: C = A B with half inputs and float accumulation on tensor cores.
 // A block of WARPS_M x WARPS_N warps owns a BM x BN tile of C; each warp owns FRAG_M x FRAG_N
 // 16 x 16 accumulator fragments. The K dimension is swept in BK-deep steps through a ring of
@@ -11,12 +20,14 @@
 // The defaults (4 warps as 2 x 2, each 64 x 64, BK = 64, two buffers, three blocks per
 // multiprocessor) are the fastest configuration measured on the H200: 71 680 bytes of dynamic
 // shared memory per block (bench/references/results.md).
+// END SOLUTION
 
 #include <cuda_fp16.h>
 #include <mma.h>
 
 using namespace nvcuda;
 
+// BEGIN SOLUTION
 #ifndef WARPS_M
 #define WARPS_M 2
 #endif
@@ -161,3 +172,17 @@ gemm_tensor_core(const half* __restrict__ A, const half* __restrict__ B,
         }
     }
 }
+// END SOLUTION
+// BEGIN PROMPT
+// __global__ void gemm_tensor_core(const half* A, const half* B, float* C, int M, int N, int K) {
+//     // TODO: wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][4]; fill with 0.
+//     // TODO: for k0 = 0, 16, 32, ... < K:
+//     //         - stage the block's 128 x 16 slice of A and 16 x 128 slice of B in __shared__ half
+//     //           arrays, 0 outside the matrices (M, N, K need not be multiples of 16);
+//     //         - __syncthreads();
+//     //         - each warp loads its 4 A fragments and 4 B fragments (wmma::load_matrix_sync)
+//     //           and does 16 wmma::mma_sync;
+//     //         - __syncthreads();
+//     // TODO: store the fragments (wmma::store_matrix_sync), only the part inside the M x N output.
+// }
+// END PROMPT

@@ -1,3 +1,9 @@
+// matmul_block_tile: C = A^T B (A K x M, B K x N, C M x N, row-major float32),
+//   C[i][j] = sum over k of A[k * M + i] * B[k * N + j].
+// A block of (L/V) x (L/V) threads owns an L x L tile of C; each thread owns a V x V part of it.
+// Launch: block (L/V, L/V), grid (ceil(N / L), ceil(M / L)). Read assignments/matmul_block_tile/README.md.
+// BEGIN SOLUTION
+//
 // matmul_block_tile reference: C = A^T B with two levels of tiling.
 // A block of (L/V)^2 threads owns an L x L tile of C; each thread owns V x V of it in registers.
 // Per step the block stages an S x L slab of A (rows k0.., columns of its C rows) and one of B
@@ -7,9 +13,10 @@
 // current one is consumed, and a thread's V rows (columns) are split into runs of four
 // consecutive ones (g * 4L/V + 4t + w) so that each run is one 16-byte shared-memory read
 // and a warp's reads do not collide on a bank.
+// END SOLUTION
 
 #ifndef L
-#define L 32
+#define L 32  // the grader passes -DL=.. -DV=.. -DS=..
 #endif
 #ifndef V
 #define V 4
@@ -18,6 +25,7 @@
 #define S 8
 #endif
 
+// BEGIN SOLUTION
 constexpr int TPD = L / V;                       // threads per block side
 constexpr int NT = TPD * TPD;                    // threads per block
 constexpr int VW = V < 4 ? V : 4;                // values per shared-memory read
@@ -101,3 +109,17 @@ __global__ void matmul_block_tile(const float* __restrict__ A, const float* __re
         }
     }
 }
+// END SOLUTION
+// BEGIN PROMPT
+// __global__ void matmul_block_tile(const float* A, const float* B, float* C, int M, int N, int K) {
+//     // TODO: __shared__ float sA[S][L], sB[S][L];  float acc[V][V] = {};
+//     // TODO: for k0 = 0, S, 2S, ... < K:
+//     //         - load sA[r][u] = A[(k0 + r) * M + row0 + u] and sB[r][u] = B[(k0 + r) * N + col0 + u]
+//     //           with the strided loop  for (q = tid; q < S * L; q += nt)  (r = q / L, u = q % L),
+//     //           writing 0 where k0 + r >= K or the column is outside the matrix;
+//     //         - __syncthreads();
+//     //         - for r < S: read your V values of sA[r] and of sB[r], add their outer product to acc;
+//     //         - __syncthreads();  (before the next step overwrites the slabs)
+//     // TODO: write the acc entries that fall inside the M x N output.
+// }
+// END PROMPT

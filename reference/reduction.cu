@@ -1,12 +1,20 @@
+// reduction: add the sum of x[0] .. x[n-1] to sum[0] (sum[0] holds a value on entry: add to it).
+// Launch: block BLOCK threads, grid min(ceil(n / BLOCK), G) blocks, where G varies by case:
+// the grid may be smaller than the data, so each thread first sums a grid-strided share.
+// Read assignments/reduction/README.md.
+// BEGIN SOLUTION
+//
 // reduction reference: each thread sums a grid-strided share of x (16-byte loads where it can),
 // the block combines its BLOCK partial sums with a shared-memory tree down to 32 values, the
 // first warp finishes them with __shfl_down_sync, and one atomicAdd per block adds the block's
 // total into sum[0].
+// END SOLUTION
 
 #ifndef BLOCK
-#define BLOCK 256
+#define BLOCK 256  // the grader passes -DBLOCK=32, 64, 128 or 256
 #endif
 
+// BEGIN SOLUTION
 __global__ void reduction(const float* __restrict__ x, float* __restrict__ sum, int n) {
     __shared__ float partial[BLOCK];
     const int t = threadIdx.x;
@@ -35,3 +43,13 @@ __global__ void reduction(const float* __restrict__ x, float* __restrict__ sum, 
         if (t == 0) atomicAdd(sum, v);
     }
 }
+// END SOLUTION
+// BEGIN PROMPT
+// __global__ void reduction(const float* x, float* sum, int n) {
+//     // TODO: each thread adds x[i] for i = its global index, + gridDim.x * BLOCK, ... < n.
+//     // TODO: __shared__ float partial[BLOCK]; store the thread's sum; __syncthreads();
+//     // TODO: tree: for (s = BLOCK / 2; s >= 32; s /= 2) { if (t < s) partial[t] += partial[t + s]; __syncthreads(); }
+//     // TODO: the first warp finishes the last 32 values with __shfl_down_sync(0xffffffff, v, 16), 8, 4, 2, 1;
+//     // TODO: lane 0 of the first warp does atomicAdd(sum, block total).
+// }
+// END PROMPT

@@ -1,3 +1,7 @@
+// vector_add: c[i] = a[i] + b[i] for 0 <= i < n.
+// Launch: block 256 threads, grid ceil(n / 256) blocks. Read assignments/vector_add/README.md.
+// BEGIN SOLUTION
+//
 // vector_add reference: one element per thread, guarded against the ragged last block.
 //
 // With one 4-byte load per input per thread, a multiprocessor full of threads (2048) has only
@@ -7,7 +11,9 @@
 // will add: prefetches hold no registers and return nothing, so they raise the bytes in flight
 // without changing the geometry, and the later loads hit in L2 (93-96 % of copy; measured
 // in bench/references/results.md).
+// END SOLUTION
 
+// BEGIN SOLUTION
 #ifndef AHEAD
 #define AHEAD (1 << 20)  // elements: 4 MiB of each input, well inside the 50 MB L2
 #endif
@@ -21,3 +27,11 @@ __global__ void vector_add(const float* __restrict__ a, const float* __restrict_
     }
     if (i < n) c[i] = a[i] + b[i];
 }
+// END SOLUTION
+// BEGIN PROMPT
+// __global__ void vector_add(const float* a, const float* b, float* c, int n) {
+//     // TODO: compute this thread's global index i from blockIdx.x, blockDim.x and threadIdx.x.
+//     // TODO: the last block has threads past the end: only threads with i < n may touch memory.
+//     // TODO: write c[i] = a[i] + b[i].
+// }
+// END PROMPT

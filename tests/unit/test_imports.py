@@ -27,6 +27,7 @@ GRADING = {
     "vocabulary",
     "discovery",
     "gradescope_zip",
+    "authoring",
 }
 
 
