@@ -17,12 +17,14 @@ from typing import Protocol
 from autograder import performance
 from autograder.backends.base import BackendError, Capabilities, Finding, Timing
 from autograder.compare import CaseOutcome, OutputComparison, outcome_record
-from autograder.feedback import LINE_BYTES, capped
+from autograder.feedback import LINE_BYTES, capped, counted
+from autograder.glossary import explained
 from autograder.model import ItemResult
 from autograder.rubric import Item
 from autograder.vocabulary import CHECKS
 
 MAX_FINDINGS_SHOWN = 8
+MAX_CASES_NAMED = 6  # per collapsed finding
 MAX_PRINTED_LINES = 5  # of a kernel's printf output, per case, in the student's feedback
 
 
@@ -41,12 +43,15 @@ class Runs(Protocol):
     def timings(self, group: str) -> list[Timing]:
         """Student against reference, interleaved on the grading backend, for every case of ``group``."""
 
+    def why_untimed(self) -> str | None:
+        """Why ``timings`` cannot run here (no GPU, no reference kernel); None when they can."""
+
 
 def correctness(item: Item, runs: Runs) -> ItemResult:
     outcomes = runs.outcomes("grading", item.cases)
     passed = sum(o.correct for o in outcomes)
     score = item.points * passed / len(outcomes) if outcomes else 0.0
-    lines = [f"{passed} of {len(outcomes)} cases correct"] + [describe(o) for o in outcomes]
+    lines = [f"{passed} of {counted(len(outcomes), 'case')} correct"] + [describe(o) for o in outcomes]
     return _result(item, score, lines, outcomes)
 
 
@@ -67,13 +72,13 @@ def _findings_check(item: Item, runs: Runs) -> ItemResult:
     outcomes = runs.outcomes("safety", item.cases)
     if not runs.same_backend("grading", "safety"):
         outcomes = outcomes + runs.outcomes("grading", item.cases)
-    findings = [f for o in outcomes for f in o.findings if f.check == item.check]
-    gate = _gate(item, outcomes, findings)
+    found = [(o, f) for o in outcomes for f in o.findings if f.check == item.check]
+    gate = _gate(item, outcomes, found)
     if gate:
         return gate
-    if not findings:
+    if not found:
         return _result(item, item.points, [f"no {item.check} finding on {_cases(outcomes)}"], outcomes)
-    return _result(item, 0.0, [f"{len(findings)} {item.check} finding(s):", *_messages(findings)], outcomes)
+    return _result(item, 0.0, [f"{_found(item.check, found)}:", *_collapsed(found)], outcomes)
 
 
 def traffic(item: Item, runs: Runs) -> ItemResult:
@@ -104,10 +109,11 @@ def performance_check(item: Item, runs: Runs) -> ItemResult:
     """
     if not performance.is_timed(item.metric):
         return traffic(item, runs)
-    if not runs.capabilities("grading").measures_time:
-        evidence = performance.not_run(item.metric, "needs a GPU")
+    why = runs.why_untimed()
+    if why:
+        evidence = performance.not_run(item.metric, why)
         return ItemResult(
-            item, 0.0, evidence.message, {"ratio": evidence.to_dict()}, regrade=True, not_run="needs a GPU"
+            item, 0.0, evidence.message, {"ratio": evidence.to_dict()}, regrade=True, not_run=why
         )
     outcomes = runs.outcomes("grading", item.cases)
     gate = _gate(item, outcomes)
@@ -132,7 +138,9 @@ SCORERS: dict[str, Callable[[Item, Runs], ItemResult]] = dict(
 )
 
 
-def _gate(item: Item, outcomes: list[CaseOutcome], findings: list[Finding] = ()) -> ItemResult | None:
+def _gate(
+    item: Item, outcomes: list[CaseOutcome], found: list[tuple[CaseOutcome, Finding]] = ()
+) -> ItemResult | None:
     """0 points unless every case is correct; the findings of this check are shown all the same."""
     wrong = [o for o in outcomes if not o.correct]
     if not wrong:
@@ -142,8 +150,8 @@ def _gate(item: Item, outcomes: list[CaseOutcome], findings: list[Finding] = ())
         f"this check runs ({len(wrong)} of {len(outcomes)} wrong)",
         *(describe(o) for o in wrong),
     ]
-    if findings:
-        lines += [f"{len(findings)} {item.check} finding(s) as well:", *_messages(findings)]
+    if found:
+        lines += [f"{_found(item.check, found)} as well:", *_collapsed(found)]
     return _result(item, 0.0, lines, outcomes)
 
 
@@ -161,7 +169,7 @@ def _result(
     evidence = {"cases": [outcome_record(o) for o in outcomes]}
     if ratio is not None:
         evidence["ratio"] = ratio.to_dict()
-    return ItemResult(item, round(score, 4), "\n".join(lines), evidence, regrade)
+    return ItemResult(item, round(score, 4), explained("\n".join(lines)), evidence, regrade)
 
 
 def _totals(outcome: CaseOutcome) -> dict[str, int]:
@@ -174,22 +182,55 @@ def _totals(outcome: CaseOutcome) -> dict[str, int]:
 
 def _cases(outcomes: list[CaseOutcome]) -> str:
     backends = sorted({o.backend for o in outcomes})
-    return f"{len({(o.group, o.index) for o in outcomes})} case(s) on {' and '.join(backends)}"
+    return f"{counted(len({(o.group, o.index) for o in outcomes}), 'case')} on {' and '.join(backends)}"
 
 
 def finding_lines(findings: list[Finding]) -> list[str]:
     """One indented line per finding, its message bounded (a message quotes the student's names)."""
-    return [
-        f"  {capped(f.message, LINE_BYTES)}" + (f" (and {f.others} other threads)" if f.others else "")
-        for f in findings
-    ]
+    return [_finding_line(f) for f in findings]
+
+
+def _finding_line(f: Finding) -> str:
+    return f"  {capped(f.message, LINE_BYTES)}" + (
+        f" (and {counted(f.others, 'other thread')})" if f.others else ""
+    )
 
 
 def _messages(findings: list[Finding]) -> list[str]:
-    lines = finding_lines(findings)
+    return _at_most(finding_lines(findings))
+
+
+def _at_most(lines: list[str]) -> list[str]:
     if len(lines) > MAX_FINDINGS_SHOWN:
         lines = [*lines[:MAX_FINDINGS_SHOWN], f"  ... and {len(lines) - MAX_FINDINGS_SHOWN} more"]
     return lines
+
+
+def _found(check: str, found: list[tuple[CaseOutcome, Finding]]) -> str:
+    """``3 bounds findings on 2 cases``."""
+    cases = len({(o.group, o.index) for o, _ in found})
+    return f"{counted(len(found), f'{check} finding')} on {counted(cases, 'case')}"
+
+
+def _collapsed(found: list[tuple[CaseOutcome, Finding]]) -> list[str]:
+    """One line per kind of finding (its kind, line and array, as a launch collapses them): the
+    first case's message, and every case it was found on, by its label."""
+    cases: dict[tuple, list[str]] = {}
+    first: dict[tuple, Finding] = {}
+    for outcome, f in found:
+        key = (f.kind, f.line, f.array)
+        first.setdefault(key, f)
+        cases.setdefault(key, []).append(outcome.label())
+    return _at_most([_finding_line(f) + _on_cases(cases[key]) for key, f in first.items()])
+
+
+def _on_cases(labels: list[str]) -> str:
+    labels = list(dict.fromkeys(labels))  # a case graded on two backends is one case
+    if len(labels) == 1:
+        return f" (on case {labels[0]})"
+    named = "; ".join(labels[:MAX_CASES_NAMED])
+    more = f"; and {len(labels) - MAX_CASES_NAMED} more" if len(labels) > MAX_CASES_NAMED else ""
+    return f" (on {len(labels)} cases, the first shown: {named}{more})"
 
 
 def describe(outcome: CaseOutcome) -> str:
@@ -217,15 +258,23 @@ def _printed(stdout: str) -> str:
     shown = [f"\n    | {capped(line, LINE_BYTES)}" for line in lines[:MAX_PRINTED_LINES]]
     hidden = len(lines) - MAX_PRINTED_LINES
     if hidden > 0:
-        shown.append(f"\n    | ... {hidden} more lines")
+        shown.append(f"\n    | ... {counted(hidden, 'more line')}")
     return "\n  your kernel printed:" + "".join(shown)
 
 
 def _describe_output(o: OutputComparison) -> str:
-    text = f"{o.wrong} of {o.size} values of {o.name} wrong, first {o.first_wrong}: "
+    """What is wrong with one output; the largest errors only with how many values they cover."""
+    text = f"{o.wrong} of {counted(o.size, 'value')} of {o.name} wrong, first {o.first_wrong}: "
     text += f"got {o.got:.7g}, expected {o.expected:.7g}"
-    if o.unwritten:
+    if o.nan:
+        text += f"; {counted(o.nan, 'is', 'are')} NaN (never written, or computed as NaN)"
+    elif o.unwritten:
         text += f"; {o.unwritten} never written"
+    if o.infinite:
+        text += f"; {counted(o.infinite, 'is', 'are')} infinite"
     if o.max_abs_error is not None:
         text += f"; max abs error {o.max_abs_error:.3g}, max rel error {o.max_rel_error:.3g}"
+        measured = o.size - o.unwritten - o.infinite
+        if measured < o.size:
+            text += f" (over the other {counted(measured, 'value')})"
     return text

@@ -11,6 +11,8 @@ import csv
 import json
 from pathlib import Path
 
+from autograder.feedback import two_decimals
+
 _REPORT_KEYS = {"submission", "backend", "score", "max_score", "items"}
 
 
@@ -63,7 +65,7 @@ def markdown(columns: list[str], rows: list[dict]) -> str:
     head = ["submission", "score", *columns, "regrade"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in sorted(rows, key=lambda r: (r["score"], r["who"])):
-        cells = [row["who"], f"{row['score']:g} / {row['max_score']:g}"]
-        cells += [f"{row[c]:g}" if c in row else "" for c in columns] + [row["regrade"]]
+        cells = [row["who"], f"{two_decimals(row['score'])} / {two_decimals(row['max_score'])}"]
+        cells += [two_decimals(row[c]) if c in row else "" for c in columns] + [row["regrade"]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

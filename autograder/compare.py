@@ -29,12 +29,14 @@ class OutputComparison:
     name: str
     size: int
     wrong: int  # elements outside the tolerance (unwritten ones included)
-    unwritten: int  # elements still holding the poison value
-    max_abs_error: float | None  # over written elements; None when none was written
+    unwritten: int  # elements still holding the poison value (for floats: every NaN)
+    max_abs_error: float | None  # over written, finite elements; None when there is none
     max_rel_error: float | None
     first_wrong: str | None = None  # e.g. "c[998]" or "C[3, 7]"
     got: float | None = None  # at first_wrong
     expected: float | None = None
+    nan: int = 0  # elements holding NaN: never written, or computed as NaN
+    infinite: int = 0  # written elements off by an infinite error (left out of the max errors)
 
     @property
     def ok(self) -> bool:
@@ -58,6 +60,7 @@ class CaseOutcome:
     counters: Counters | None = None
     elapsed_ms: float | None = None
     stdout: str = ""  # what the kernel printed (printf)
+    wall_s: float | None = None  # seconds the launch and its comparison took on this machine
 
     @property
     def correct(self) -> bool:
@@ -128,7 +131,16 @@ def compare_output(
     if written.any():
         max_abs = float(error[written].max())
         max_rel = float((error[written] / np.maximum(np.abs(expected[written]), 1e-30)).max())
-    comparison = OutputComparison(name, got.size, int(wrong.sum()), int(never.sum()), max_abs, max_rel)
+    comparison = OutputComparison(
+        name,
+        got.size,
+        int(wrong.sum()),
+        int(never.sum()),
+        max_abs,
+        max_rel,
+        nan=int(np.isnan(got).sum()),
+        infinite=int((~never & np.isinf(error)).sum()),
+    )
     if not wrong.any():
         return comparison
     first = int(np.argmax(wrong))
@@ -146,6 +158,7 @@ def outcome_record(o: CaseOutcome) -> dict:
     return {
         "group": o.group,
         "index": o.index,
+        "label": o.label(),
         "params": o.params,
         "seed": o.seed,
         "backend": o.backend,
@@ -156,6 +169,7 @@ def outcome_record(o: CaseOutcome) -> dict:
         "inputs_modified": list(o.inputs_modified),
         "findings": [record(f) for f in o.findings[:MAX_RECORDED_FINDINGS]],
         "elapsed_ms": o.elapsed_ms,
+        "wall_s": o.wall_s,
         "counters": dict(o.counters.totals) if o.counters else None,
         "stdout": o.stdout[:MAX_REPORTED_STDOUT],
     }

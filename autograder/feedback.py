@@ -1,4 +1,5 @@
-"""What a student reads, made safe: bounded in size, and free of the grading machine's insides.
+"""What a student reads, made safe: bounded in size, and free of the grading machine's insides;
+and put in plain words: counts with their nouns in the right number, scores with two decimals.
 
 Everything student-controlled (what a kernel prints, what the compiler says about it, what the
 grader finds in it) is bounded, so ``results.json`` and the reports never grow past their
@@ -17,6 +18,17 @@ LINE_BYTES = 500  # one finding's message, one printed line
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):\n(?:[ \t]+.*\n?)*", re.M)
 # an absolute path of two or more parts, not inside a word, a number or a relative path
 _PATH = re.compile(r"(?<![\w.~/-])/(?:[\w.+-]+/)+([\w.+-]*)")
+
+
+def counted(n: float, noun: str, plural: str | None = None) -> str:
+    """``1 element``, ``3 elements``, ``2.5 points``: a number with its noun in the right number."""
+    text = two_decimals(n)
+    return f"{text} {noun if text == '1' else plural or noun + 's'}"
+
+
+def two_decimals(x: float) -> str:
+    """A number as a person reads it: at most two decimals, no trailing zeros (``12.5``, ``3``)."""
+    return f"{x:.2f}".rstrip("0").rstrip(".")
 
 
 def capped(text: str, limit: int) -> str:

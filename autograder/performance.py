@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from autograder.backends.base import Timing
+from autograder.feedback import counted
 from autograder.spec import Array, Case, Spec, evaluate
 from autograder.vocabulary import TIME
 
@@ -172,7 +173,7 @@ def score_timings(timings: Sequence[Timing], full_at: float, zero_at: float) -> 
     message = _ratio_sentence("time", ratio, full_at, zero_at)
     if suspect:
         message += (
-            f"; {len(suspect)} case(s) ran faster than the device's physical limit allows, "
+            f"; {counted(len(suspect), 'case')} ran faster than the device's physical limit allows, "
             "so the measurement is held for a TA to review"
         )
     return PerformanceEvidence(

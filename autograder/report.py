@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from autograder.feedback import ITEM_OUTPUT_BYTES, capped
+from autograder.feedback import ITEM_OUTPUT_BYTES, capped, two_decimals
 from autograder.model import Grade
 
 
@@ -45,14 +45,16 @@ def markdown(data: dict) -> str:
     lines = [
         f"# Grading report: {data['submission']}",
         "",
-        f"Score **{data['score']:g} / {data['max_score']:g}** on the `{data['backend']}` backend in "
+        f"Score **{two_decimals(data['score'])} / {two_decimals(data['max_score'])}** on the "
+        f"`{data['backend']}` backend in "
         f"{data['elapsed_s']:.1f} s; secret seed `{data['seed']}`.",
         *[f"- {note}" for note in data["notes"]],
         "",
         "| item | score | regrade |",
         "|---|---|---|",
         *[
-            f"| {i['name']} | {i['score']:g} / {i['max_score']:g} | {'yes' if i['regrade'] else ''} |"
+            f"| {i['name']} | {two_decimals(i['score'])} / {two_decimals(i['max_score'])} "
+            f"| {'yes' if i['regrade'] else ''} |"
             for i in data["items"]
         ],
     ]

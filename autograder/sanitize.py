@@ -26,6 +26,7 @@ from autograder.backends import watched_gpu
 from autograder.backends.base import BackendError, Finding, Launch, LaunchTimeout
 from autograder.checks import finding_lines
 from autograder.compare import MAX_RECORDED_FINDINGS, record
+from autograder.feedback import counted
 from autograder.model import ItemResult
 from autograder.sanitizer_report import Allocation, allocations_of, error_count, parse
 
@@ -143,7 +144,7 @@ def with_cross_check(result: ItemResult, runs: Sequence[SanitizerRun]) -> ItemRe
     """``result`` with the runs' findings of its check added to its output and evidence, unscored."""
     check = result.item.check
     findings = [f for run in runs for f in run.findings if f.check == check]
-    lines = [f"compute-sanitizer cross-check (not scored): {len(findings)} {check} finding(s)"]
+    lines = [f"compute-sanitizer cross-check (not scored): {counted(len(findings), f'{check} finding')}"]
     lines += finding_lines(findings)
     lines += [f"  {run.tool}: {run.note}" for run in runs if run.note]
     evidence = {

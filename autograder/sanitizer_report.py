@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from autograder.backends.base import Buffer, Dim3, Finding, Launch
 from autograder.emulator.findings import FindingLog, fmt3
+from autograder.feedback import counted
 
 PREFIX = re.compile(r"^=+ ?")
 
@@ -186,9 +187,9 @@ def _invalid_access(record: _Record, tool: str, allocations: Mapping[int, Alloca
         array, index, bound = _element(nearest, allocation)
         side = "past its end" if index >= bound else "before its start"
         if allocation.unique:
-            detail = f"{verb} {array}[{index}] {side} ({array} has {bound} elements)"
+            detail = f"{verb} {array}[{index}] {side} ({array} has {counted(bound, 'element')})"
         else:
-            detail = f"{verb} element {index} of {array} {side} (each has {bound} elements)"
+            detail = f"{verb} element {index} of {array} {side} (each has {counted(bound, 'element')})"
             array = None
     else:
         detail = (

@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 7
-VOLATILE = {"execution_time", "elapsed_s", "submission", "elapsed_ms"}
+VOLATILE = {"execution_time", "elapsed_s", "submission", "elapsed_ms", "wall_s"}
 
 
 def planted_bugs() -> dict:

@@ -55,6 +55,7 @@ from autograder.backends.base import (
 )
 from autograder.backends.gpu_timing import time_case
 from autograder.compiler import compile_cubin
+from autograder.feedback import counted
 
 CANARY_BYTES = 64 * 1024  # each side of every buffer; a multiple of 256 keeps the data aligned
 CANARY_BYTE = 0xCB  # float32 -2.67e7, int32 -875836469: nothing a kernel writes by chance
@@ -297,7 +298,7 @@ def _canary_finding(name: str, n: int, indices: np.ndarray, where: str) -> Findi
     gaps = "" if indices.size == hi - lo + 1 else f"; {indices.size} of those elements changed"
     return Finding(
         kind="out_of_bounds_write",
-        message=f"{name}[{span}] written {where} (n = {n} elements{gaps})",
+        message=f"{name}[{span}] written {where} (n = {counted(n, 'element')}{gaps})",
         array=name,
         index=lo if where == "past the end" else hi,
         bound=n,

@@ -32,6 +32,7 @@ from autograder.emulator.memory import (
     region_of,
 )
 from autograder.emulator.shadow import MANY
+from autograder.feedback import counted
 
 SPACES = ("global", "shared", "local", "const", "param")
 
@@ -190,7 +191,7 @@ class Access:
         where = "past its end" if first >= bound else "before its start"
         message = (
             f"{self.m.log.where(ins.line)}: {ch.who(lane)} {verb} {array}[{first}] {where} "
-            f"({array} has {bound} elements)"
+            f"({array} has {counted(bound, 'element')})"
         )
         tid, block = ch.thread(lane)
         kind = "out_of_bounds_write" if write else "out_of_bounds_read"

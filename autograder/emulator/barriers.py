@@ -8,6 +8,7 @@ import numpy as np
 from autograder.backends.base import Finding, LaunchFailure, LaunchTimeout
 from autograder.emulator.isa import BIG, DONE, RUN, WAIT, Imm
 from autograder.emulator.limits import MAX_BLOCK_THREADS, barrier_operands, immediate
+from autograder.feedback import counted
 
 
 def resolve(chunk) -> None:
@@ -91,7 +92,7 @@ def _refuse(chunk, ins, lanes: np.ndarray, counts: np.ndarray) -> None:
     if illegal.size:
         lane, count = int(lanes[illegal[0]]), int(counts[illegal[0]])
         raise LaunchFailure(
-            f"{where}: {chunk.who(lane)} reached a barrier for {count} threads; the count must "
+            f"{where}: {chunk.who(lane)} reached a barrier for {counted(count, 'thread')}; the count must "
             f"be a multiple of the warp size (32) and at most {MAX_BLOCK_THREADS}, else the GPU "
             "executes an illegal instruction, which aborts the whole kernel"
         )
@@ -125,14 +126,14 @@ def _report_exited(chunk, blocks: np.ndarray, waiting: np.ndarray) -> None:
     b = int(blocks[0])
     lane = _lane(chunk, b, waiting[b])
     gone = status[b] == DONE
-    exit_line = m.program[int(chunk.exit_pc[_lane(chunk, b, gone)])].line
+    exit_line = m.program[int(chunk.exit_pc[_lane(chunk, b, gone)])].line  # the return, or the if
     line = m.program[int(chunk.wait_pc[lane])].line
-    n_gone = int(gone.sum())
+    left = f" at line {exit_line}" if exit_line else ""
     message = (
         f"{m.log.where(line)}: {chunk.who(lane)} waits at the barrier on line {line} while "
-        f"{n_gone} thread{'s' if n_gone != 1 else ''} of its block already exited"
-        f"{f' (at line {exit_line})' if exit_line else ''}; every thread of a block must reach "
-        "each __syncthreads(): put the guard around the work, not around the barrier"
+        f"{counted(int(gone.sum()), 'thread')} of its block already exited{left}"
+        "; every thread of a block must reach each __syncthreads(): put the guard around the "
+        "work, not around the barrier"
     )
     tid, block = chunk.thread(lane)
     threads = int(waiting[blocks].sum())

@@ -28,6 +28,7 @@ import numpy as np
 from autograder.backends.base import CompileError, LaunchFailure, Program
 from autograder.emulator.isa import Imm, Instr, immediate_bits
 from autograder.emulator.memory import local_bytes
+from autograder.feedback import counted
 
 MAX_LOCAL_BYTES = 512 << 10  # local memory per thread, CUDA's limit for compute capability 9.0
 STATIC_SHARED_BYTES = 48 << 10  # __shared__ variables per block (ptxas's 0xc000)
@@ -126,7 +127,7 @@ def _check_barrier(ins: Instr, source: Program) -> None:
         )
     if isinstance(count, Imm) and immediate(count) % 32:
         raise CompileError(
-            f"{where}: error: a barrier for {immediate(count)} threads: the number of threads "
+            f"{where}: error: a barrier for {counted(immediate(count), 'thread')}: the number of threads "
             "taking part in a barrier must be a multiple of the warp size, 32 (ptxas refuses "
             "the kernel)"
         )

@@ -514,6 +514,8 @@ class Chunk:
         m = self.m
         plan = self.plan
         targets = [ins.target for ins in m.program]
+        exits = {k for k, ins in enumerate(m.program) if m.kinds[k] == EXIT and ins.guard is None}
+        leaves = [target in exits for target in targets]  # a branch straight to an exit: a return
         tally_lanes, tally_warps = m.tally.lanes, m.tally.warps
         warp_of = self.warp_of
         n = self.n
@@ -521,7 +523,7 @@ class Chunk:
         pc = np.zeros(n, np.int64)
         self.status, self.pc = status, pc
         self.wait_pc = np.zeros(n, np.int64)
-        self.exit_pc = np.full(n, -1, np.int64)
+        self.exit_pc = np.full(n, -1, np.int64)  # per lane: the branch to the exit it took, or the exit
         n_run = n
         converged, cur = True, 0
         act, act_n, act_warps, dense = None, n, self.n_warps, True
@@ -574,6 +576,8 @@ class Chunk:
                     cur = i + 1
                 elif kind == BRA:
                     target = targets[i]
+                    if leaves[i] and sel_n:
+                        self.exit_pc[self.all_lanes if sel is None else sel] = i
                     if sel_n == act_n:
                         cur = target
                     elif sel_n == 0:
@@ -622,7 +626,8 @@ class Chunk:
         self.pc[lanes] = BIG
         if kind == EXIT:
             self.status[lanes] = DONE
-            self.exit_pc[lanes] = i
+            branched = self.exit_pc[lanes]  # where a return left, not the closing brace's exit
+            self.exit_pc[lanes] = np.where(branched < 0, i, branched)
         else:
             self.status[lanes] = WAIT
             self.wait_pc[lanes] = i

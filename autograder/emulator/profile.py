@@ -4,6 +4,7 @@ text of each line, and its findings; as a table for a terminal or as a JSON-able
 from __future__ import annotations
 
 from autograder.backends.base import Counters, LaunchResult
+from autograder.feedback import counted
 
 # (heading, counter names summed into the column); wavefront columns show "(+conflicts)"
 COLUMNS = (
@@ -74,7 +75,7 @@ def profile_table(result: LaunchResult, source: str, filename: str) -> str:
         out.append("")
         out.append(f"Findings ({len(data['findings'])}):")
         for f in data["findings"]:
-            more = f" (and {f['others']} more threads)" if f["others"] else ""
+            more = f" (and {counted(f['others'], 'more thread')})" if f["others"] else ""
             out.append(f"  [{f['kind']}] {f['message']}{more}")
     else:
         out.append("No findings.")

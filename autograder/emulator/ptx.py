@@ -22,6 +22,8 @@ _ENTRY = re.compile(r"\.entry\s+([\w$]+)\s*\((.*)\)", re.S)
 _FUNC = re.compile(r"\.func\s+(?:\((?P<returns>[^)]*)\)\s*)?(?P<name>[\w$]+)\s*(?:\((?P<params>.*)\))?", re.S)
 _LABEL = re.compile(r"^([\w$.]+):\s*(.*)$")  # a label, alone or before a statement
 
+Loc = tuple[tuple[int, int], ...]  # (file, line) of a statement, then of the calls it is inlined at
+
 
 @dataclass
 class Variable:
@@ -137,19 +139,20 @@ def _initializer(text: str, type_: str, elem: int, n: int) -> bytes:
     return bytes(out)
 
 
-def _tokenize(ptx: str) -> tuple[list[tuple[str, str, int | None]], dict[int, str]]:
+def _tokenize(ptx: str) -> tuple[list[tuple[str, str, Loc | None]], dict[int, str]]:
     """Statements, headers, scope braces and labels, each with the ``.loc`` in force."""
     text = re.sub(r"/\*.*?\*/", " ", ptx, flags=re.S)
     files: dict[int, str] = {}
-    tokens: list[tuple[str, str, int | None]] = []
-    loc: tuple[int, ...] | None = None
+    tokens: list[tuple[str, str, Loc | None]] = []
+    loc: Loc | None = None
+    chains: dict[tuple[int, ...], Loc] = {}
     buf = ""
     for raw in text.splitlines():
         s = raw.split("//", 1)[0].strip()
         if not s:
             continue
         if re.match(r"\.loc\s", s):
-            loc = _loc(s)
+            loc = _loc(s, chains)
             continue
         if re.match(r"\.(version|target|address_size)\s", s):
             continue
@@ -183,14 +186,22 @@ def _tokenize(ptx: str) -> tuple[list[tuple[str, str, int | None]], dict[int, st
     return tokens, files
 
 
-def _loc(s: str) -> tuple[int, ...]:
-    """(file, line), or (file, line, file, line) with the call site of an inlined function."""
+def _loc(s: str, chains: dict[tuple[int, ...], Loc]) -> Loc:
+    """The (file, line) of a ``.loc``, then of each call site it is inlined at, innermost first.
+
+    ``inlined_at`` names the call site by its own (file, line, column), which an earlier
+    ``.loc`` placed, itself perhaps inlined (``block.sync()`` of cooperative groups is two
+    levels deep in headers): ``chains`` holds each site's chain as the ``.loc`` lines give it.
+    """
     parts = s.replace(",", " ").split()
-    loc = (int(parts[1]), int(parts[2]))
+    site = tuple(int(p) for p in parts[1:4])
+    chain: Loc = (site[:2],)
     if "inlined_at" in parts:
         k = parts.index("inlined_at")
-        return (*loc, int(parts[k + 1]), int(parts[k + 2]))
-    return loc
+        caller = tuple(int(p) for p in parts[k + 1 : k + 4])
+        chain += chains.get(caller, (caller[:2],))
+    chains[site] = chain
+    return chain
 
 
 def _main_file(files: dict[int, str], filename: str) -> int:
@@ -200,14 +211,10 @@ def _main_file(files: dict[int, str], filename: str) -> int:
     return min(files, default=1)
 
 
-def _line(loc, main_file: int) -> int | None:
-    if loc is None:
-        return None
-    if loc[0] == main_file and loc[1] > 0:
-        return loc[1]
-    if len(loc) == 4 and loc[2] == main_file:
-        return loc[3]
-    return None
+def _line(loc: Loc | None, main_file: int) -> int | None:
+    """The innermost line of ``loc`` in the main file: the student's own line, or the call
+    that inlined a header's code."""
+    return next((line for file, line in loc or () if file == main_file and line > 0), None)
 
 
 def _block_end(tokens, start: int) -> int:

@@ -37,6 +37,13 @@ def test_out_of_bounds_read_and_write_name_array_index_line(rng):
     assert launch(OOB, "scale", 4, 256, args).findings == []
 
 
+def test_a_one_element_array_has_one_element(rng):
+    args = [Buffer("x", rng.random(1, np.float32)), out("y", 1), Scalar("n", 1)]
+    read, write = sorted(launch(OOB, "scale", 1, 32, args, defines=(("BUG", "1"),)).findings, key=str)
+    assert "read x[1] past its end (x has 1 element)" in read.message
+    assert "(y has 1 element)" in write.message
+
+
 NEGATIVE = r"""
 extern "C" __global__ void shift(const float* x, float* y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -146,7 +153,7 @@ extern "C" __global__ void smooth(const float* x, float* y, int n) {
     s[threadIdx.x] = x[i];
     __syncthreads();  // barrier A
 #elif defined(GUARDED)
-    if (i < n) {
+    if (i < n) {  // guard
         s[threadIdx.x] = x[i];
         __syncthreads();  // barrier in if
     }
@@ -159,8 +166,11 @@ extern "C" __global__ void smooth(const float* x, float* y, int n) {
 """
 
 
-@pytest.mark.parametrize(("define", "marker"), [("RETURN", "barrier A"), ("GUARDED", "barrier in if")])
-def test_barrier_divergence_on_ragged_case(rng, define, marker):
+@pytest.mark.parametrize(
+    ("define", "marker", "exit_marker"),
+    [("RETURN", "barrier A", "early return"), ("GUARDED", "barrier in if", "guard")],
+)
+def test_barrier_divergence_on_ragged_case(rng, define, marker, exit_marker):
     n = 200
     x = rng.random(n, np.float32)
     args = [Buffer("x", x), out("y", n), Scalar("n", n)]
@@ -169,7 +179,8 @@ def test_barrier_divergence_on_ragged_case(rng, define, marker):
     (finding,) = bad.findings
     assert finding.line == line_of(EARLY_RETURN, marker)
     assert finding.block == (1, 0, 0)
-    assert "exited" in finding.message
+    # where the threads left: the return (or the if that skips the barrier), not the closing brace
+    assert f"already exited at line {line_of(EARLY_RETURN, exit_marker)};" in finding.message
     expected = x + np.concatenate([[0], x[:-1]]) * (np.arange(n) % 128 > 0)
     np.testing.assert_allclose(bad.outputs["y"], expected, rtol=1e-6)  # released like the hardware
     aligned = launch(
@@ -182,6 +193,53 @@ def test_barrier_divergence_on_ragged_case(rng, define, marker):
     )
     assert aligned.findings == []
     assert launch(EARLY_RETURN, "smooth", 2, 128, args).findings == []
+
+
+EARLY_RETURN_BRACES = r"""
+extern "C" __global__ void smooth(const float* x, float* y, int n) {
+    __shared__ float s[128];
+    int i = blockIdx.x * 128 + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    s[threadIdx.x] = x[i];
+    __syncthreads();  // barrier
+    y[i] = s[threadIdx.x] + s[(threadIdx.x + 1) % 128];
+}
+"""
+
+COOPERATIVE_BARRIER_IN_IF = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void smooth(const float* x, float* y, int n) {
+    __shared__ float s[128];
+    cg::thread_block block = cg::this_thread_block();
+    int i = blockIdx.x * 128 + threadIdx.x;
+    if (i < n) {  // guard
+        s[threadIdx.x] = x[i];
+        block.sync();  // barrier
+        y[i] = s[threadIdx.x] + s[(threadIdx.x + 1) % 128];
+    }
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "exit_marker"),
+    [(EARLY_RETURN_BRACES, "if (i >= n)"), (COOPERATIVE_BARRIER_IN_IF, "guard")],
+    ids=["braced_return", "cooperative_groups_sync_in_if"],
+)
+def test_barrier_divergence_names_the_barrier_and_where_the_others_left(rng, source, exit_marker):
+    """A barrier inlined from a header (cooperative groups: two levels of inlining) is the
+    line of its call; the exited threads left at the branch of the return or of the if, which
+    has the line of the condition (the compiler gives a braced `return;` no instruction)."""
+    n = 200
+    args = [Buffer("x", rng.random(n + 128, np.float32)), out("y", n), Scalar("n", n)]
+    (finding,) = [
+        f for f in launch(source, "smooth", 2, 128, args).findings if f.kind == "barrier_divergence"
+    ]
+    assert finding.line == line_of(source, "// barrier")
+    assert f"already exited at line {line_of(source, exit_marker)};" in finding.message
 
 
 DIFFERENT_BARRIERS = r"""

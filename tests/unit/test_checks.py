@@ -1,11 +1,12 @@
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from autograder.backends.base import Capabilities, Counters, Finding, LaunchResult
 from autograder.cases import GroupCase, prepare
-from autograder.checks import bounds, correctness, traffic
+from autograder.checks import barriers, bounds, correctness, describe, traffic
 from autograder.compare import CaseOutcome, OutputComparison, compare_output, compare_outputs
 from autograder.rubric import Item
 from autograder.spec import Array, Spec
@@ -45,6 +46,9 @@ class FakeRuns:
 
     def capabilities(self, role):
         return Capabilities(measures_time=self.grading_apart and role == "grading")
+
+    def why_untimed(self):
+        return None if self.grading_apart else "needs a GPU"
 
     def same_backend(self, role, other):
         return not self.grading_apart or role == other
@@ -205,3 +209,77 @@ def test_integer_outputs_are_exact_whatever_the_float_tolerance():
     c = compare_output("count", off_by_one, expected, (2,), 1e-5, 1e-5)
     assert (c.wrong, c.first_wrong) == (1, "count[0]")
     assert compare_output("count", np.array([1_000_000, 7], np.int32), expected, (2,), 1e-5, 1e-5).ok
+
+
+def case(n, findings=(), output=None, index=0):
+    """A case of the safety group with its own ``n``, as the grader labels it."""
+    ok = OutputComparison("c", n, 0, 0, 0.0, 0.0)
+    return CaseOutcome(
+        "safety", index, {"T": 32, "n": n}, 1, "emulator", outputs=(output or ok,), findings=tuple(findings)
+    )
+
+
+def past_the_end(n, others=0):
+    message = f"vec.cu:3: thread (0,0,0) of block (0,0,0) wrote c[{n}] past its end"
+    return Finding("out_of_bounds_write", message, line=3, array="c", others=others)
+
+
+def test_each_finding_names_its_case_and_repeats_collapse_into_one_line_with_a_count():
+    race = Finding("shared_race", "vec.cu:5: thread (1,0,0) of block (0,0,0) read s[1]", line=5, array="s")
+    outcomes = [case(n, [past_the_end(n, others=2)], index=k) for k, n in enumerate((1, 1000, 2053))]
+    outcomes.append(case(70, [race], index=3))
+    result = bounds(item("bounds"), FakeRuns(safety=outcomes))
+    repeated = [line for line in result.output.splitlines() if "past its end" in line]
+    assert len(repeated) == 1, result.output
+    assert repeated[0].endswith(
+        "wrote c[1] past its end (and 2 other threads) "
+        "(on 3 cases, the first shown: T=32, n=1; T=32, n=1000; T=32, n=2053)"
+    )
+    assert result.output.startswith("3 bounds findings on 3 cases:")
+    assert "race" not in result.output  # a barriers finding is not a bounds finding
+    single = barriers(item("barriers"), FakeRuns(safety=outcomes)).output
+    assert single.splitlines() == [
+        "1 barriers finding on 1 case:",
+        "  vec.cu:5: thread (1,0,0) of block (0,0,0) read s[1] (on case T=32, n=70)",
+    ]
+
+
+def test_counts_say_one_thing_in_the_singular():
+    one = case(1, output=OutputComparison("c", 1, 1, 0, 0.5, 0.25, "c[0]", 2.5, 2.0))
+    result = correctness(item(), FakeRuns(grading=[one]))
+    assert "0 of 1 case correct" in result.output and "1 of 1 value of c wrong" in result.output
+    result = bounds(item("bounds"), FakeRuns(safety=[case(5, [past_the_end(5, others=1)])]))
+    assert "(and 1 other thread)" in result.output and "threads" not in result.output
+    chatty = replace(case(5), stdout="".join(f"line {k}\n" for k in range(6)))
+    assert "... 1 more line\n" in correctness(item(), FakeRuns(grading=[chatty])).output + "\n"
+    assert "(s)" not in result.output
+
+
+def test_max_abs_error_is_never_shown_beside_nan_without_how_many_are_nan():
+    expected = np.arange(1, 9, dtype=np.float64)
+    got = expected.astype(np.float32)
+    got[[2, 5]] = np.nan  # never written, or computed as NaN: the same to the grader
+    got[6] = np.inf
+    got[7] += 0.25
+    comparison = compare_output("y", got, expected, (8,), 1e-5, 1e-5)
+    assert (comparison.nan, comparison.infinite) == (2, 1)
+    text = describe(case(8, output=comparison))
+    assert "2 are NaN (never written, or computed as NaN); 1 is infinite" in text
+    assert "max abs error 0.25, max rel error 0.0312 (over the other 5 values)" in text
+    assert text.index("NaN") < text.index("max abs error")
+
+
+def test_jargon_is_explained_once_where_it_first_appears():
+    word = "vec.cu:7: thread (0,0,0) of block (0,0,0) read s[{}] (as 4-byte words) that no thread wrote"
+    unset = [Finding("uninitialized_shared_read", word.format(k), line=7 + k, array="s") for k in range(2)]
+    output = barriers(item("barriers"), FakeRuns(safety=[case(64, unset)])).output
+    lines = output.splitlines()
+    assert output.count('("as 4-byte words":') == 1  # two findings use it: explained once
+    first = next(k for k, line in enumerate(lines) if "as 4-byte words" in line)
+    assert lines[first + 1].strip().startswith('("as 4-byte words":')
+    counts = Counters(totals={"shared_load_wavefronts": 64})
+    runs = FakeRuns(
+        safety=[replace(case(64), counters=counts)], reference=[replace(case(64), counters=counts)]
+    )
+    output = traffic(item("traffic", metric="shared_load_wavefronts", full_at=1.0, zero_at=4.0), runs).output
+    assert '("shared_load_wavefronts":' in output and "bank conflict" in output

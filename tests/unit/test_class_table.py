@@ -2,6 +2,7 @@ import csv
 import json
 
 from autograder.class_table import class_rows, markdown, write_csv
+from autograder.report import markdown as report_markdown
 
 
 def report(path, submission, scores, regrade=()):
@@ -36,3 +37,21 @@ def test_rows_columns_regrade_flags_and_lowest_score_first(tmp_path):
     write_csv(tmp_path / "class.csv", columns, rows)
     first = next(csv.DictReader((tmp_path / "class.csv").open()))
     assert first["vec bounds"] == "2" and first["vec perf"] == "" and first["regrade"] == ""
+
+
+def test_scores_read_with_at_most_two_decimals(tmp_path):
+    a = report(tmp_path / "a/report.json", "a", {"vec traffic": 0.70751, "vec bounds": 2})
+    columns, rows = class_rows([a])
+    assert markdown(columns, rows).splitlines()[2].startswith("| a | 2.71 / 10 | 0.71 | 2 |")
+    item = {
+        "name": "vec traffic",
+        "score": 0.70751,
+        "max_score": 1,
+        "regrade": False,
+        "output": "",
+        "evidence": {},
+    }
+    data = {"submission": "a", "score": 2.70751, "max_score": 10, "backend": "emulator", "elapsed_s": 1.0}
+    text = report_markdown({**data, "seed": 1, "notes": [], "items": [item]})
+    assert "Score **2.71 / 10**" in text and "| vec traffic | 0.71 / 1 |  |" in text
+    assert "0.7075" not in text

@@ -36,7 +36,7 @@ def test_grade_writes_results_and_report(course_root, tmp_path):
         4,
     )
     assert outcome.exit_code == 0, outcome.output
-    assert "10 / 11 points" in outcome.output
+    assert "10 / 10 points graded here; 1 more point is graded later (needs a GPU)" in outcome.output
     assert json.loads(results.read_text())["score"] == 10
     assert json.loads((tmp_path / "out/report.json").read_text())["seed"] == 4
     assert (tmp_path / "out/report.md").exists()
@@ -119,9 +119,66 @@ def test_parse_case():
 def test_check_prints_every_items_feedback_and_fails_an_incomplete_kernel(course_root):
     good = run("check", course_root / "reference/vec.cu", "--course", course_root)
     assert good.exit_code == 0, good.output
-    assert "vec correctness" in good.output and "points on the" in good.output
+    assert "vec correctness" in good.output and "points graded here, on the" in good.output
     stub = run("check", course_root / "starter/vec.cu", "--course", course_root)
     assert stub.exit_code == 1 and "never written" in stub.output
+
+
+# a correct vec that loads 1.5 times the reference's values (traffic: 0.7075 of 1 point) and is
+# slow on its n = 70 cases
+HEAVY_VEC = """
+import time
+
+def vec(ctx, a, b, c, n):
+    c[:n] = a[:n] + b[:n]
+    ctx.count("global_load_values", 3 * n)
+    if n == 70:
+        time.sleep(0.05)
+"""
+
+
+def test_check_shows_each_item_as_it_finishes_on_a_terminal_and_the_slowest_case(
+    course_root, tmp_path, monkeypatch
+):
+    kernel = tmp_path / "vec.cu"
+    kernel.write_text(HEAVY_VEC)
+    piped = run("check", kernel, "--course", course_root)
+    assert not any(line.startswith(("ok ", "-- ", "?? ")) for line in piped.output.splitlines())
+    monkeypatch.setattr(cli, "stdout_is_terminal", lambda: True)
+    shown = run("check", kernel, "--course", course_root)
+    progress = [line for line in shown.output.splitlines() if line.startswith(("ok ", "-- ", "?? "))]
+    assert progress == [
+        "ok     2 / 2   vec correctness (aligned)",
+        "ok     2 / 2   vec correctness (ragged)",
+        "ok     1 / 1   vec bounds (safety)",
+        "ok     1 / 1   vec barriers (safety)",
+        "--  0.71 / 1   vec traffic (safety)",
+        "??     - / 1   vec performance (perf)",
+    ]
+    assert shown.output.index(progress[-1]) < shown.output.index("vec correctness (aligned)\n    1 of 1 case")
+    slowest = shown.output.splitlines()[-1]
+    assert slowest.startswith("slowest case: n=70, T=32 (") and slowest.endswith(" s on the emulator backend")
+    assert float(slowest.split("), ")[1].split(" s ")[0]) >= 0.05
+
+
+def test_scores_have_two_decimals_and_points_not_graded_here_are_apart(course_root, tmp_path):
+    kernel = tmp_path / "submission/vec.cu"
+    kernel.parent.mkdir()
+    kernel.write_text(HEAVY_VEC)
+    checked = run("check", kernel, "--course", course_root)
+    assert "0.71 / 1  vec traffic (safety)" in checked.output and "0.7075" not in checked.output
+    assert "- / 1  vec performance (perf)" in checked.output
+    assert (
+        "6.71 / 7 points graded here, on the emulator backend; 1 more point is graded later (needs a GPU)"
+        in checked.output
+    )
+    results = tmp_path / "results.json"
+    graded = run("grade", kernel.parent, "--course", course_root, "--assignment", "vec", "--results", results)
+    assert "--  0.71 / 1   vec traffic (safety)" in graded.output
+    assert (
+        f"6.71 / 7 points graded here; 1 more point is graded later (needs a GPU) -> {results}"
+        in graded.output
+    )
 
 
 def test_check_names_the_expected_files_for_an_unknown_one(course_root, tmp_path):

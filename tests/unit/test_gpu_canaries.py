@@ -54,6 +54,14 @@ def test_one_changed_byte_counts_as_its_element():
     assert finding.message == "y[6] written past the end (n = 5 elements)"
 
 
+def test_a_one_element_buffer_has_one_element():
+    buffer = Buffer("y", np.zeros(1, np.float32))
+    padded = _padded(buffer, CANARY_BYTES)
+    _written(padded, 4, [1])
+    [finding] = _canary_findings(buffer, padded, CANARY_BYTES)
+    assert finding.message == "y[1] written past the end (n = 1 element)"
+
+
 def test_an_empty_buffer_is_all_canary():
     buffer = Buffer("y", np.zeros(0, np.float32))
     padded = _padded(buffer, CANARY_BYTES)

@@ -131,7 +131,7 @@ def test_time_under_the_physical_floor_is_flagged_not_trusted():
     assert floor == pytest.approx(0.2594, rel=1e-3)
     evidence = perf.score_timings([_timing(0.1, 1.0, floor_ms=floor)], full_at=1.25, zero_at=4.0)
     assert evidence.below_floor
-    assert "TA" in evidence.message
+    assert "TA" in evidence.message and "; 1 case ran faster than" in evidence.message
     honest = perf.score_timings([_timing(0.3, 1.0, floor_ms=floor)], full_at=1.25, zero_at=4.0)
     assert not honest.below_floor
 
@@ -448,6 +448,9 @@ class _Runs:
 
     def capabilities(self, role):
         return Capabilities(measures_time=self.backend == "gpu")
+
+    def why_untimed(self):
+        return None if self.backend == "gpu" else "needs a GPU"
 
     def same_backend(self, role, other):
         return self.backend != "gpu"
