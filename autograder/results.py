@@ -6,29 +6,32 @@ assignment and the check kind, plus ``regrade`` when a person should look). Grad
 renders the outputs as Markdown (``output_format: "md"``): every text that can quote the
 student (a compiler log, findings, printed lines, file names) is a fenced code block whose
 fence no backtick run in the text can close. ``extra_data`` holds the backend and the
-grader's version, never the seed (Gradescope does not say it is hidden from students). When the
-grader itself fails, :func:`fallback_results` still lists every rubric item it knows,
-each scoring 0 with the reason. docs/pipeline.md says why this is not gradescope-utils'
-``JSONTestRunner``.
+grader's version, never the seed (Gradescope does not say it is hidden from students). With
+``leaderboard: true`` in the rubric, ``leaderboard`` holds each timed item's measured ratio
+(:func:`leaderboard`); without it the key is absent. When the grader itself fails,
+:func:`fallback_results` still lists every rubric item it knows, each scoring 0 with the
+reason. docs/pipeline.md says why this is not gradescope-utils' ``JSONTestRunner``.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
+import math
 import os
 import re
 from pathlib import Path
 
-from autograder.feedback import for_student
-from autograder.model import Grade
+from autograder.feedback import counted, for_student, two_decimals
+from autograder.model import Grade, ItemResult
 from autograder.rubric import Item, Rubric
+from autograder.vocabulary import TIME
 
 
 def build_results(grade: Grade, rubric: Rubric) -> dict:
     tests = [_test(r.item, r.score, r.output, r.passed, rubric, r.regrade) for r in grade.items]
     notes = fenced(for_student("\n".join(grade.notes)))
-    return {
+    results = {
         "score": round(sum(t["score"] for t in tests), 4),
         "execution_time": round(grade.elapsed_s),
         "output": "\n\n".join(filter(None, [_not_run(grade), notes, _summary(grade)])),
@@ -36,6 +39,44 @@ def build_results(grade: Grade, rubric: Rubric) -> dict:
         "extra_data": {"backend": grade.backend, "grader_version": grader_version()},
         "tests": tests,
     }
+    board = leaderboard(grade, rubric) if rubric.leaderboard else []
+    if board:  # a submission with nothing measured is left off the board, not ranked at 0
+        results["leaderboard"] = board
+    return results
+
+
+def leaderboard(grade: Grade, rubric: Rubric) -> list[dict]:
+    """Gradescope's leaderboard: one entry per timed performance item that measured a ratio.
+
+    The value is the ratio student/reference time (lower is better: ``order: asc``), rounded
+    as the student's feedback prints it. An item not run (no GPU), gated (a wrong answer),
+    wrongly timed or flagged for a TA (a time under the physical floor, a grader fault) has no
+    trusted ratio and gives no entry, never a 0 that would top the board.
+    """
+    entries = []
+    for result in grade.items:
+        ratio = _measured_ratio(result)
+        if ratio is not None:
+            entries.append({"name": _board_name(result.item, rubric), "value": ratio, "order": "asc"})
+    return entries
+
+
+def _measured_ratio(result: ItemResult) -> float | None:
+    evidence = result.evidence.get("ratio") or {}
+    ratio = evidence.get("ratio")
+    timed = (
+        result.item.check == "performance" and result.item.metric == TIME and evidence.get("metric") == TIME
+    )
+    if not timed or result.not_run or result.regrade or evidence.get("below_floor"):
+        return None
+    value = round(ratio, 3) if isinstance(ratio, int | float) and math.isfinite(ratio) else 0.0
+    return value if value > 0 else None  # as printed in the feedback (``{ratio:.3f}x``)
+
+
+def _board_name(item: Item, rubric: Rubric) -> str:
+    """From the rubric, not the grade, so every submission names the same columns."""
+    timed = [i for i in rubric.assignments[item.assignment] if i.check == "performance" and i.metric == TIME]
+    return f"{item.assignment} time / reference" if len(timed) == 1 else f"{item.name}: time / reference"
 
 
 def fenced(text: str) -> str:
@@ -61,7 +102,7 @@ def _not_run(grade: Grade) -> str:
     if not pending:
         return ""
     reasons = ", ".join(dict.fromkeys(r.not_run for r in pending))
-    points = _points(sum(r.item.points for r in pending))
+    points = counted(sum(r.item.points for r in pending), "point")
     return (
         f"**{points} could not be graded here ({reasons}).** "
         + (
@@ -77,17 +118,12 @@ def _summary(grade: Grade) -> str:
     """The points of the items students see now; hidden and later-shown items are only counted."""
     shown = [r for r in grade.items if r.item.visibility == "visible"]
     score, maximum = sum(r.score for r in shown), sum(r.item.points for r in shown)
-    summary = f"{score:g} / {maximum:g} points, graded on the {grade.backend} backend"
+    summary = f"{two_decimals(score)} / {two_decimals(maximum)} points, graded on the {grade.backend} backend"
     later = sum(r.item.points for r in grade.items if r.item.visibility != "visible")
     if later:
-        summary += (
-            f"; not counted here: {_points(later)} shown after the due date or when grades are published"
-        )
+        hidden = counted(later, "point")
+        summary += f"; not counted here: {hidden} shown after the due date or when grades are published"
     return summary
-
-
-def _points(n: float) -> str:
-    return f"{n:g} point" + ("" if n == 1 else "s")
 
 
 def fallback_results(rubric: Rubric | None, reason: str, elapsed_s: float = 0.0) -> dict:

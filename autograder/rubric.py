@@ -18,7 +18,7 @@ import yaml
 from autograder.backends import NAMES as BACKENDS
 from autograder.vocabulary import CHECKS, METRICS, VISIBILITIES
 
-_TOP_KEYS = ("course", "backend", "limits", "assignments")
+_TOP_KEYS = ("course", "backend", "limits", "leaderboard", "assignments")
 _LIMIT_KEYS = ("compile_s", "case_s", "submission_s", "emulator_mb")
 _ASSIGNMENT_KEYS = ("items",)
 _ITEM_KEYS = ("check", "cases", "points", "name", "visibility", "metric", "full_at", "zero_at")
@@ -59,6 +59,7 @@ class Rubric:
     backend: str
     limits: Limits
     assignments: Mapping[str, tuple[Item, ...]] = field(default_factory=dict)
+    leaderboard: bool = False  # results.json gets Gradescope's leaderboard: each timed item's ratio
 
     @property
     def items(self) -> tuple[Item, ...]:
@@ -119,6 +120,13 @@ class _Reader:
             raise self.error(node, f"{what} must be a number, not {node.value!r}")
         return float(value)
 
+    def flag(self, node: yaml.Node, what: str) -> bool:
+        value = self.scalar(node) if isinstance(node, yaml.ScalarNode) else None
+        if not isinstance(value, bool):
+            written = f", not {node.value!r}" if isinstance(node, yaml.ScalarNode) else ""
+            raise self.error(node, f"{what} must be true or false{written}")
+        return value
+
     def choice(self, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> str:
         value = self.scalar(node)
         if value not in allowed:
@@ -138,6 +146,7 @@ class _Reader:
             backend=self.choice(top["backend"], "backend", BACKENDS) if "backend" in top else "auto",
             limits=self.limits(top["limits"]) if "limits" in top else Limits(),
             assignments=assignments,
+            leaderboard=self.flag(top["leaderboard"], "leaderboard") if "leaderboard" in top else False,
         )
 
     def limits(self, node: yaml.Node) -> Limits:
