@@ -11,13 +11,14 @@ from pathlib import Path
 
 import click
 
-from autograder import class_table, discovery, gradescope_zip, pipeline, policy
+from autograder import authoring, class_table, discovery, gradescope_zip, packaging, pipeline, policy
+from autograder import handout as handout_package
 from autograder.backends import NAMES, open_backends, select_backend
 from autograder.backends.base import BackendError
 from autograder.cases import find_case, prepare
 from autograder.compiler import nvrtc_problem
 from autograder.emulator.profile import profile_data, profile_table
-from autograder.feedback import for_student
+from autograder.feedback import counted, for_student, two_decimals
 from autograder.model import Course, ItemResult, read_course
 from autograder.report import write_report
 from autograder.results import build_results, fallback_results, write_results
@@ -128,8 +129,7 @@ def grade(
     write_results(results_path, results)
     if report_path:
         optional("the TA report", write_report, report_path, graded, submission)
-    total = sum(r.score for r in graded.items)
-    click.echo(f"{total:g} / {sum(r.item.points for r in graded.items):g} points -> {results_path}")
+    click.echo(f"{points_summary(graded.items)} -> {results_path}")
 
 
 class Terminated(BaseException):
@@ -178,9 +178,45 @@ def progress_printer():
 
     def show(result: ItemResult) -> None:
         mark = "ok " if result.passed else ("?? " if result.regrade else "-- ")
-        click.echo(f"{mark}{result.score:>5g} / {result.item.points:<3g} {result.item.name}")
+        click.echo(
+            f"{mark}{item_score(result):>5} / {two_decimals(result.item.points):<3} {result.item.name}"
+        )
 
     return show
+
+
+def item_score(result: ItemResult) -> str:
+    """An item's score as a person reads it; ``-`` for an item not graded here (no GPU)."""
+    return "-" if result.not_run else two_decimals(result.score)
+
+
+def points_summary(items: tuple[ItemResult, ...], where: str = "") -> str:
+    """Points earned of the points graded here (``where``); apart, the points graded later (on a
+    GPU), which are no lost points."""
+    here = [r for r in items if not r.not_run]
+    earned, graded = sum(r.score for r in here), sum(r.item.points for r in here)
+    summary = f"{two_decimals(earned)} / {two_decimals(graded)} points graded here{where}"
+    later = [r for r in items if r.not_run]
+    if later:
+        points = sum(r.item.points for r in later)
+        verb = "is" if two_decimals(points) == "1" else "are"
+        reasons = "; ".join(dict.fromkeys(r.not_run for r in later))
+        summary += f"; {counted(points, 'more point')} {verb} graded later ({reasons})"
+    return summary
+
+
+def slowest_case(items: tuple[ItemResult, ...]) -> str | None:
+    """How long the slowest case of the items took here, from their case records."""
+    timed = [c for r in items for c in r.evidence.get("cases", ()) if c.get("wall_s") is not None]
+    if not timed:
+        return None
+    case = max(timed, key=lambda c: c["wall_s"])
+    took = f"{case['wall_s']:.2f} s on the {case['backend']} backend"
+    return f"slowest case: {case['label']} ({case['group']}), {took}"
+
+
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
 
 
 @main.command()
@@ -226,13 +262,20 @@ def check(kernel, course_root, backend, assignment):
         pipeline.check_assignments(course, [name])
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--assignment") from e
+    progress = progress_printer() if stdout_is_terminal() else None  # a long run shows it is alive
     with backends_for(course, backend) as backends:
-        graded = pipeline.grade_submission(kernel, course, backends, None, [name])
+        graded = pipeline.grade_submission(kernel, course, backends, None, [name], progress)
+    if progress:
+        click.echo()
     for result in graded.items:
         output = for_student(result.output).replace("\n", "\n    ")
-        click.echo(f"{result.score:g} / {result.item.points:g}  {result.item.name}\n    {output}\n")
-    score, points = sum(r.score for r in graded.items), sum(r.item.points for r in graded.items)
-    click.echo(f"{score:g} / {points:g} points on the {graded.backend} backend")
+        click.echo(
+            f"{item_score(result)} / {two_decimals(result.item.points)}  {result.item.name}\n    {output}\n"
+        )
+    click.echo(points_summary(graded.items, f", on the {graded.backend} backend"))
+    slowest = slowest_case(graded.items)
+    if slowest:
+        click.echo(slowest)
     sys.exit(0 if all(r.passed or r.not_run for r in graded.items) else 1)
 
 
@@ -258,6 +301,46 @@ def assignment_of(kernel: Path, course: Course) -> str:
 @click.argument("assignments", nargs=-1, required=True)
 @click.option(
     "--out",
+    type=click.Path(path_type=Path),
+    default=Path("handout.zip"),
+    show_default=True,
+    help="Where to write it: a zip if the name ends in .zip, else a new folder.",
+)
+@course_option
+def handout(assignments, out, course_root):
+    """Write the students' handout of ASSIGNMENTS: starters, handouts, cases, the grader; no solution.
+
+    `autograder check` run in the handout grades as the course's grader does; the traffic items
+    compare with the reference kernel's counts, recorded here on the emulator (a minute or two).
+    """
+    course = course_or_usage_error(course_root)
+    names = known_assignments(course, assignments, "ASSIGNMENTS")
+    with backends_for(course, "emulator") as backends:
+        entries = built(handout_package.build, course, names, out, backends)
+    click.echo(f"{out}: {len(entries)} files; give it to students (its README.md says how to use it)")
+
+
+def known_assignments(course: Course, names, param_hint: str) -> list[str]:
+    """``names`` as a list, or a usage error naming the first the rubric does not have."""
+    try:
+        pipeline.check_assignments(course, list(names))
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint=param_hint) from e
+    return list(names)
+
+
+def built(build, *args) -> list[str]:
+    """What a packaging ``build`` wrote, or a clean error saying what is missing."""
+    try:
+        return build(*args)
+    except (packaging.BuildError, RubricError) as e:
+        raise click.ClickException(str(e)) from e
+
+
+@main.command()
+@click.argument("assignments", nargs=-1, required=True)
+@click.option(
+    "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("autograder.zip"),
     show_default=True,
@@ -271,15 +354,68 @@ def gradescope(assignments, out, course_root):
     where a file is missing), so the total is the rubric's whatever was submitted.
     """
     course = course_or_usage_error(course_root)
-    try:
-        pipeline.check_assignments(course, list(assignments))
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="ASSIGNMENTS") from e
-    try:
-        entries = gradescope_zip.build(course, list(assignments), out)
-    except (gradescope_zip.BuildError, RubricError) as e:
-        raise click.ClickException(str(e)) from e
+    entries = built(gradescope_zip.build, course, known_assignments(course, assignments, "ASSIGNMENTS"), out)
     click.echo(f"{out}: {len(entries)} files; upload it on Gradescope (docs/gradescope.md)")
+
+
+@main.command()
+@click.argument("name")
+@click.option("--kernel", default=None, help="The __global__ function students write (default: NAME).")
+@course_option
+def new(name, kernel, course_root):
+    """Scaffold assignment NAME: spec, handout, reference, starter and rubric entry (docs/authoring.md).
+
+    The scaffold is a working assignment (selfcheck passes); nothing that exists is overwritten.
+    """
+    root = course_root or default_course_root()
+    try:
+        written = authoring.scaffold(root, name, kernel)
+    except authoring.AuthoringError as e:
+        raise click.ClickException(str(e)) from e
+    for path in written:
+        click.echo(f"wrote {path.relative_to(root)}")
+    click.echo(
+        f"next: make the computation yours in assignments/{name}/spec.py and reference/{name}.cu,\n"
+        f"      then run  autograder starters {name}\n"
+        f"      and       autograder selfcheck --assignment {name} --backend emulator   (docs/authoring.md)"
+    )
+
+
+@main.command()
+@click.argument("names", nargs=-1)
+@click.option(
+    "--check",
+    "check_only",
+    is_flag=True,
+    help="Write nothing; exit 1 naming every starter that differs from what its reference generates.",
+)
+@course_option
+def starters(names, check_only, course_root):
+    """Generate starter/NAME.cu from reference/NAME.cu's markers, for NAMES (default: every assignment).
+
+    The SOLUTION blocks are removed and the PROMPT blocks un-commented (docs/authoring.md).
+    """
+    root = course_root or default_course_root()
+    try:
+        known = authoring.assignment_names(root)
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise click.BadParameter(
+                f"no assignment {', '.join(unknown)} (the course has: {', '.join(known)})", param_hint="NAMES"
+            )
+        checked = list(names) or known
+        stale = authoring.stale_starters(root, checked)
+        if not check_only:
+            for name, text in stale.items():
+                click.echo(f"wrote {authoring.write_starter(root, name, text).relative_to(root)}")
+    except authoring.AuthoringError as e:
+        raise click.ClickException(str(e)) from e
+    if check_only and stale:
+        for name in stale:
+            click.echo(f"starter/{name}.cu is not what reference/{name}.cu generates")
+        click.echo(f"to regenerate: autograder starters {' '.join(stale)}")
+        sys.exit(1)
+    click.echo(f"{len(checked)} starter(s) match their references")
 
 
 @main.command()
@@ -288,11 +424,7 @@ def gradescope(assignments, out, course_root):
 def selfcheck(course_root, backend, assignments):
     """Grade reference/ (must score 100 %) and starter/ (must score 0) for every assignment."""
     course = course_or_usage_error(course_root)
-    names = list(assignments) or list(course.rubric.assignments)
-    try:
-        pipeline.check_assignments(course, names)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--assignment") from e
+    names = known_assignments(course, assignments or course.rubric.assignments, "--assignment")
     failures = 0
     with backends_for(course, backend) as backends:
         for name in names:
@@ -314,13 +446,16 @@ def selfcheck_problems(items: list[ItemResult], want_full: bool) -> list[ItemRes
 
 def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: list[ItemResult]) -> str:
     score, points = sum(r.score for r in items), sum(r.item.points for r in items)
-    line = f"{'FAIL' if problems else 'ok  '} {name:<20} {folder:<9} {score:g} / {points:g}"
+    line = f"{'FAIL' if problems else 'ok  '} {name:<20} {folder:<9} "
+    line += f"{two_decimals(score)} / {two_decimals(points)}"
     skipped = sorted({f"{r.item.check}: {r.not_run}" for r in items if r.not_run})
     if skipped:
         line += f"  (not run: {'; '.join(skipped)})"
     for r in problems:
         output = r.output.replace("\n", "\n       ")
-        line += f"\n     {r.item.name}: {r.score:g} / {r.item.points:g}\n       {output}"
+        line += (
+            f"\n     {r.item.name}: {two_decimals(r.score)} / {two_decimals(r.item.points)}\n       {output}"
+        )
     return line
 
 

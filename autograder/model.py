@@ -24,6 +24,10 @@ class Course:
     def reference_source(self, name: str) -> Path:
         return self.root / "reference" / f"{name}.cu"
 
+    def reference_counters(self, name: str) -> Path:
+        """Where a handout keeps the reference's counters in place of its source (``reference_counters``)."""
+        return self.root / "reference" / f"{name}.counters.json"
+
 
 def read_course(root: Path, rubric_path: Path | None = None) -> Course:
     """The course at ``root`` (``assignments/``, ``rubric.yaml``, ``reference/``), validated."""

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from autograder import discovery, performance, sanitize
+from autograder import discovery, performance, reference_counters, sanitize
 from autograder.backends import Backends
 from autograder.backends.base import (
     Backend,
@@ -59,9 +59,11 @@ class CaseRunner:
         secret: int,
         case_s: float,
         deadline: float,
+        recorded: reference_counters.Recorded | None = None,
     ):
         self.spec = spec
         self.sources = sources  # "student" and "reference"
+        self.recorded = recorded  # the reference's counters, where its source is not here (a handout)
         self.roles = {
             "grading": (backends.grading, "student"),
             "safety": (backends.safety, "student"),
@@ -83,11 +85,24 @@ class CaseRunner:
     def outcomes(self, role: str, group: str) -> list[CaseOutcome]:
         backend, source_kind = self.roles[role]
         key = (id(backend), source_kind, group)
+        if key not in self._cache and self._recorded(source_kind):
+            self._cache[key] = self.recorded.outcomes(self.spec, group, self.secret)
         if key not in self._cache:
             self._cache[key] = [
                 self.run(backend, source_kind, ref) for ref in group_cases(self.spec, group, self.secret)
             ]
         return self._cache[key]
+
+    def _recorded(self, source_kind: str) -> bool:
+        return source_kind == "reference" and self.sources["reference"] is None and self.recorded is not None
+
+    def why_untimed(self) -> str | None:
+        """Why the student's kernel cannot be timed against the reference here; None when it can."""
+        if not self.capabilities("grading").measures_time:
+            return "needs a GPU"
+        if self.sources["reference"] is None:
+            return "needs the reference kernel, which only the course's grader has"
+        return None
 
     def run(self, backend: Backend, source_kind: str, ref: GroupCase) -> CaseOutcome:
         outcome = CaseOutcome(
@@ -99,19 +114,21 @@ class CaseRunner:
         if time.monotonic() > self.deadline:
             return replace(outcome, error="not run: the submission's time limit was reached")
         student = source_kind == "student"
+        started = time.monotonic()
         try:
             prepared = prepare(self.spec, source, ref, self.case_s)
             launch = self._limited(prepared.launch, backend, ref) if student else prepared.launch
+            started = time.monotonic()  # the launch's own time, not the reference's it is limited by
             judgement = judged(outcome, self.spec, prepared, backend.launch(launch))
         except Unsupported as e:  # the emulator's limit, not the student's fault: a person should look
             return _fault(outcome, str(e))
         except BackendError as e:
             self.stalled |= student and isinstance(e, LaunchTimeout)
-            return replace(outcome, error=str(e))
+            judgement = replace(outcome, error=str(e))
         except Exception as e:  # a grader bug: fail this case, grade the rest
             return _fault(outcome, f"grader error: {type(e).__name__}: {e}")
         self.stalled |= student and any(f.kind == "instruction_budget" for f in judgement.findings)
-        return judgement
+        return replace(judgement, wall_s=time.monotonic() - started)
 
     def _limited(self, launch: Launch, backend: Backend, ref: GroupCase) -> Launch:
         """A student's launch, its work bounded by the reference's; short once one did not finish."""
@@ -241,7 +258,10 @@ def _grade_assignment(
         return
     reference = course.reference_source(name)
     sources = {"student": source, "reference": reference.read_text() if reference.exists() else None}
-    runner = CaseRunner(spec, sources, backends, secret, course.rubric.limits.case_s, deadline)
+    recorded = (
+        reference_counters.load(course.reference_counters(name)) if sources["reference"] is None else None
+    )
+    runner = CaseRunner(spec, sources, backends, secret, course.rubric.limits.case_s, deadline, recorded)
     for item in items:
         result = check_item(item, runner)
         if cross_check and item.check in sanitize.CROSS_CHECKED:

@@ -237,9 +237,9 @@ MUTANTS = [
         'metric = str(self.scalar(entries["metric"]))',
     ),
     (
-        "checks: time scored on a backend that measures none",
+        "checks: time scored where it cannot be timed",
         "autograder/checks.py",
-        '    if not runs.capabilities("grading").measures_time:\n',
+        "    if why:\n",
         "    if False:\n",
     ),
     (
@@ -303,6 +303,31 @@ MUTANTS = [
         '"findings": [record(f) for f in run.findings]',
     ),
     ("run_autograder: no fallback", "run_autograder", 'if [ ! -s "$results" ]; then', "if false; then"),
+    (
+        "reference_counters: stale counters accepted",
+        "autograder/reference_counters.py",
+        'entry.get("case") != dict(ref.case)',
+        "False",
+    ),
+    (
+        "pipeline: recorded counters ignored",
+        "autograder/pipeline.py",
+        "if key not in self._cache and self._recorded(source_kind):",
+        "if False:",
+    ),
+    (
+        "handout: the reference source shipped",
+        "autograder/handout.py",
+        '        entries[f"starter/{name}.cu"] = (course.root / "starter" / f"{name}.cu", 0o644)',
+        '        entries[f"starter/{name}.cu"] = (course.root / "starter" / f"{name}.cu", 0o644)\n'
+        '        entries[f"reference/{name}.cu"] = (course.reference_source(name), 0o644)',
+    ),
+    (
+        "checks: a missing reference is not said",
+        "autograder/pipeline.py",
+        '        if self.sources["reference"] is None:\n            return',
+        "        if False:\n            return",
+    ),
 ]
 
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from autograder import cli, gradescope_zip
+from autograder import cli, gradescope_zip, packaging
 from autograder.rubric import load_rubric
 
 from .conftest import write
@@ -74,7 +74,7 @@ def test_two_builds_are_byte_identical(course_root, tmp_path):
     build(course_root, tmp_path / "b.zip", "grid2d", "vec", "vec")
     assert (tmp_path / "a.zip").read_bytes() == (tmp_path / "b.zip").read_bytes()
     with zipfile.ZipFile(tmp_path / "a.zip") as archive:
-        assert {i.date_time for i in archive.infolist()} == {gradescope_zip.EPOCH}
+        assert {i.date_time for i in archive.infolist()} == {packaging.EPOCH}
 
 
 def test_an_unknown_assignment_is_a_usage_error(course_root, tmp_path):
@@ -102,4 +102,4 @@ def test_a_missing_reference_is_named(course_root, tmp_path):
 def test_the_scripts_are_the_checkouts_own(course_root, tmp_path, script):
     build(course_root, tmp_path / "autograder.zip", "vec")
     with zipfile.ZipFile(tmp_path / "autograder.zip") as archive:
-        assert archive.read(script) == (gradescope_zip.CHECKOUT / script).read_bytes()
+        assert archive.read(script) == (packaging.CHECKOUT / script).read_bytes()
