@@ -12,6 +12,7 @@ from autograder.results import build_results
 from autograder.rubric import RubricError, load_rubric
 
 from .conftest import RUBRIC
+from .test_performance import _timing as timing
 
 GROUPS = {"vec": {"aligned": (), "safety": (), "perf": ()}, "mm": {"aligned": (), "perf": ()}}
 
@@ -37,21 +38,6 @@ def rubric(tmp_path: Path, text: str = RUBRIC_TEXT):
     path = tmp_path / "rubric.yaml"
     path.write_text(text)
     return load_rubric(path, GROUPS)
-
-
-def timing(student_ms: float, reference_ms: float = 1.0, floor_ms=None, wrong=None) -> Timing:
-    return Timing(
-        case={"n": 1 << 24},
-        student_ms=student_ms,
-        reference_ms=reference_ms,
-        student_spread=0.001,
-        reference_spread=0.001,
-        repeats=30,
-        input_sets=4,
-        device="NVIDIA H200",
-        floor_ms=floor_ms,
-        wrong=wrong,
-    )
 
 
 def timed(item, *timings: Timing) -> ItemResult:

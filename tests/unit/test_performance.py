@@ -65,7 +65,7 @@ def test_combined_ratio_is_geometric_mean():
     assert perf.combined_ratio([0.0, 2.0]) == 0.0  # a conflict-free kernel: no log(0) warning
 
 
-def _timing(student_ms, reference_ms, floor_ms=None, wrong=None):
+def _timing(student_ms, reference_ms=1.0, floor_ms=None, wrong=None):
     return Timing(
         case={"n": 1 << 24},
         student_ms=student_ms,
