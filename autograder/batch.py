@@ -1,0 +1,491 @@
+"""``autograder batch``: a whole class graded on Ray, each submission exactly as ``autograder grade``.
+
+SOURCE is a Gradescope "Export Submissions" zip or folder (``submission_metadata.yml`` names
+each submission folder's submitters) or a plain folder of submission folders. Each submission
+is one Ray task: the task writes the course and the submission's files into a scratch folder
+on whichever machine runs it, runs ``autograder grade`` there as a subprocess (so a crash, a
+hang or a memory blow-up of one submission stays in its process, and the verdict is the one
+command's), and returns the files ``grade`` wrote. Nothing but the installed package has to
+be on a worker: no shared file system.
+
+Ray does the distribution (``docs/batch.md``): ``ray.init()`` starts an embedded cluster
+sized to this machine, ``--address`` joins a real one. Emulator grading asks for one CPU; GPU
+grading for one GPU too, so two timings never share a device. A task whose worker or node
+dies is retried by Ray (``MAX_RETRIES``); a submission that still fails, or that ``grade``
+itself could not grade, gets the fallback ``results.json`` (every item 0 with the reason)
+and is listed as failed.
+
+``DIR/<submission>/`` holds ``results.json``, ``report.json``, ``report.md``, ``grade.log``
+(what ``grade`` printed, for the instructor) and ``key``: the digest of everything the verdict
+depends on (the submission's files, the course's files, the grader's version, the seed, the
+backend and the assignments). A re-run skips a submission whose key is unchanged, so it
+regrades only what changed; ``--only`` regrades named students whatever their key. The class's
+seed is drawn once and kept in ``DIR/class.json``; each submission's seed derives from it and
+from the submission's name, so a re-run draws the same inputs. ``DIR/scores.csv`` is in the
+shape Gradescope's score upload reads and ``DIR/regrades.csv`` lists every item flagged for a TA.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field, replace
+from importlib.metadata import version
+from pathlib import Path
+
+import yaml
+
+from autograder import packaging
+from autograder.model import Course
+from autograder.results import fallback_results
+
+EXPORT_METADATA = "submission_metadata.yml"
+CLASS_FILE = "class.json"
+MAX_RETRIES = 3  # Ray retries a task whose worker or node died; never a grading failure
+GRADE_MARGIN_S = 120  # past the rubric's submission limit, a grade subprocess is stopped
+OUTPUTS = ("results.json", "report.json", "report.md", "grade.log")
+
+
+class BatchError(Exception):
+    """SOURCE or DIR cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class Submitter:
+    name: str = ""
+    sid: str = ""
+    email: str = ""
+
+
+@dataclass(frozen=True)
+class Submission:
+    id: str  # its folder's name in SOURCE, and in DIR
+    folder: Path
+    submitters: tuple[Submitter, ...] = ()
+
+    def matches(self, wanted: str) -> bool:
+        """Whether ``wanted`` (``--only``) names this submission or one of its submitters."""
+        names = {self.id} | {v for s in self.submitters for v in (s.name, s.sid, s.email) if v}
+        return wanted.casefold() in {n.casefold() for n in names}
+
+
+@dataclass
+class Outcome:
+    """One submission after the batch: graded, failed (with why), or skipped as current."""
+
+    submission: Submission
+    status: str  # "graded", "failed" or "current"
+    reason: str | None = None
+    elapsed_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every submission's grading shares."""
+
+    backend: str  # auto (gpu when the cluster has a GPU), gpu or emulator
+    seed: int
+    assignments: tuple[str, ...] = ()
+    limit_s: float = 900.0
+    course_key: str = field(default="", compare=False)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs each task holds: one when grading on a GPU, so two timings never share one."""
+        return 1 if self.backend == "gpu" else 0
+
+
+# --- SOURCE -------------------------------------------------------------------------------
+
+
+def read_class(source: Path, scratch: Path) -> list[Submission]:
+    """The submissions of SOURCE (an export zip is unpacked under ``scratch``), in name order."""
+    if source.is_file() and zipfile.is_zipfile(source):
+        with zipfile.ZipFile(source) as archive:
+            archive.extractall(scratch)  # the instructor's export: zipfile drops absolute and .. parts
+        source = scratch
+    if not source.is_dir():
+        raise BatchError(f"{source} is neither a folder nor a .zip of submissions")
+    root = _export_root(source)
+    if root is None:
+        folders = [p for p in sorted(source.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+        return [Submission(p.name, p) for p in folders]
+    metadata = _metadata(root / EXPORT_METADATA)
+    return [
+        Submission(name, root / name, _submitters(entry))
+        for name, entry in sorted(metadata.items())
+        if (root / name).is_dir()
+    ]
+
+
+def _export_root(folder: Path) -> Path | None:
+    """The folder holding ``submission_metadata.yml``: ``folder`` or its one subfolder (the zip's)."""
+    if (folder / EXPORT_METADATA).is_file():
+        return folder
+    inner = [p for p in folder.iterdir() if p.is_dir() and (p / EXPORT_METADATA).is_file()]
+    return inner[0] if len(inner) == 1 else None
+
+
+class _ExportLoader(yaml.SafeLoader):
+    """Gradescope writes Ruby's YAML: ``:key:`` symbols, and tags such as ``!ruby/object``."""
+
+
+def _untagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node):
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node, deep=True)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return loader.construct_scalar(node)
+
+
+_ExportLoader.add_multi_constructor("!", _untagged)
+
+
+def _metadata(path: Path) -> dict[str, dict]:
+    """``submission_metadata.yml`` as {folder: {key without its leading ':': value}}."""
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_ExportLoader)  # a SafeLoader
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise BatchError(f"{path} cannot be read: {e}") from e
+    if not isinstance(data, dict):
+        raise BatchError(f"{path} is not a mapping of submission folders")
+    return {str(name): _symbols(entry) for name, entry in data.items() if isinstance(entry, dict)}
+
+
+def _symbols(value):
+    """Ruby symbol keys (``:name``) as plain ones, all the way down."""
+    if isinstance(value, dict):
+        return {str(k).lstrip(":"): _symbols(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_symbols(v) for v in value]
+    return value
+
+
+def _submitters(entry: dict) -> tuple[Submitter, ...]:
+    people = entry.get("submitters") or []
+    return tuple(
+        Submitter(str(p.get("name") or ""), str(p.get("sid") or ""), str(p.get("email") or ""))
+        for p in people
+        if isinstance(p, dict)
+    )
+
+
+# --- what a task needs ------------------------------------------------------------------
+
+
+def folder_files(folder: Path) -> dict[str, bytes]:
+    """The regular files under ``folder`` by relative path (links left out, as ``grade`` ignores them)."""
+    files = {}
+    for parent, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not Path(parent, d).is_symlink()]
+        for name in names:
+            path = Path(parent, name)
+            if path.is_file() and not path.is_symlink():
+                files[path.relative_to(folder).as_posix()] = path.read_bytes()
+    return files
+
+
+def course_files(course: Course) -> dict[str, bytes]:
+    """The course as ``grade`` reads it: specs and handouts, rubric, references, starters."""
+    entries = {"rubric.yaml": (course.rubric.path, 0o644)}
+    for folder in ("assignments", "reference", "starter"):
+        entries |= packaging.tree(course.root / folder, folder)
+    return {name: content for name, (content, _mode) in packaging.read(entries).items()}
+
+
+def digest(files: dict[str, bytes], *extra: object) -> str:
+    """A digest of named files and a few values, independent of the files' order."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(f"{name}\0{len(files[name])}\0".encode())
+        h.update(files[name])
+    h.update(json.dumps([str(e) for e in extra]).encode())
+    return h.hexdigest()
+
+
+def submission_seed(seed: int, submission: Submission) -> int:
+    """Each submission's secret seed, from the class's and its name: the same on every re-run."""
+    data = hashlib.sha256(f"{seed}/{submission.id}".encode()).digest()
+    return int.from_bytes(data[:8], "little") >> 1  # 63 bits, as ``grade`` draws them
+
+
+def submission_key(files: dict[str, bytes], submission: Submission, settings: Settings) -> str:
+    return digest(
+        files,
+        settings.course_key,
+        version("cuda-autograder"),
+        submission_seed(settings.seed, submission),
+        settings.backend,
+        sorted(settings.assignments),
+    )
+
+
+# --- the task -----------------------------------------------------------------------------
+
+
+def grade_files(course: dict[str, bytes], files: dict[str, bytes], seed: int, settings: Settings) -> dict:
+    """The Ray task: grade one submission with ``autograder grade`` in a scratch folder.
+
+    Returns ``{"exit": status or None, "reason": why it failed or None, "files": {name: bytes},
+    "elapsed_s": seconds}``.
+    """
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="autograder-batch-") as scratch:
+        root = Path(scratch)
+        _write_tree(root / "course", course)
+        _write_tree(root / "submission", files)
+        (root / "out").mkdir()
+        command = [sys.executable, "-m", "autograder", "grade", str(root / "submission")]
+        command += ["--course", str(root / "course"), "--backend", settings.backend, "--seed", str(seed)]
+        command += ["--results", str(root / "out/results.json"), "--report", str(root / "out/report")]
+        command += [arg for name in settings.assignments for arg in ("--assignment", name)]
+        env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_COURSE"}
+        try:
+            run = subprocess.run(
+                command,
+                cwd=root,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=settings.limit_s + GRADE_MARGIN_S,
+            )
+        except subprocess.TimeoutExpired as e:
+            log = (e.stdout or b"") + (e.stderr or b"")
+            reason = f"the grader ran past {settings.limit_s + GRADE_MARGIN_S:g} s and was stopped"
+            return {
+                "exit": None,
+                "reason": reason,
+                "files": {"grade.log": log},
+                "elapsed_s": time.monotonic() - started,
+            }
+        (root / "out/grade.log").write_bytes(run.stdout + run.stderr)
+        outputs = {
+            name: (root / "out" / name).read_bytes() for name in OUTPUTS if (root / "out" / name).exists()
+        }
+        reason = (
+            None if run.returncode == 0 else _first_line(run.stderr) or f"grade exited with {run.returncode}"
+        )
+        return {
+            "exit": run.returncode,
+            "reason": reason,
+            "files": outputs,
+            "elapsed_s": time.monotonic() - started,
+        }
+
+
+def _write_tree(root: Path, files: dict[str, bytes]) -> None:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+
+
+def _first_line(data: bytes) -> str:
+    lines = data.decode("utf-8", "replace").strip().splitlines()
+    return lines[0] if lines else ""
+
+
+# --- the driver ---------------------------------------------------------------------------
+
+
+def previous(out: Path) -> dict:
+    """The class file of an earlier run into ``out`` ({} when there is none)."""
+    try:
+        return json.loads((out / CLASS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def is_current(out: Path, submission: Submission, key: str) -> bool:
+    folder = out / submission.id
+    try:
+        return (folder / "key").read_text().strip() == key and (folder / "results.json").is_file()
+    except OSError:
+        return False
+
+
+def store(out: Path, submission: Submission, key: str, answer: dict, course: Course) -> Outcome:
+    """Write what a task returned; the fallback results.json where ``grade`` wrote none."""
+    folder = out / submission.id
+    folder.mkdir(parents=True, exist_ok=True)
+    files = dict(answer["files"])
+    if "results.json" not in files:
+        reason = answer["reason"] or "the grader wrote no results.json"
+        files["results.json"] = json.dumps(fallback_results(course.rubric, reason), indent=2).encode()
+    for name, content in files.items():
+        (folder / name).write_bytes(content)
+    status = "graded" if answer["exit"] == 0 else "failed"
+    # the key last: a run stopped before this point regrades the submission
+    (folder / "key").write_text(key + "\n" if status == "graded" else "failed\n")
+    return Outcome(submission, status, answer["reason"], answer.get("elapsed_s", 0.0))
+
+
+def write_class(out: Path, course: Course, settings: Settings, outcomes: list[Outcome]) -> None:
+    """``class.json`` (the class's seed and every submission's status), ``scores.csv``, ``regrades.csv``."""
+    rubric = {
+        name: [
+            {
+                "name": i.name,
+                "check": i.check,
+                "cases": i.cases,
+                "points": i.points,
+                "metric": i.metric,
+                "full_at": i.full_at,
+                "zero_at": i.zero_at,
+                "visibility": i.visibility,
+            }
+            for i in items
+        ]
+        for name, items in course.rubric.assignments.items()
+    }
+    data = {
+        "course": course.rubric.course,
+        "seed": settings.seed,
+        "backend": settings.backend,
+        "assignments": list(settings.assignments),
+        "rubric": rubric,
+        "submissions": [
+            {
+                "id": o.submission.id,
+                "submitters": [asdict(s) for s in o.submission.submitters],
+                "status": "graded" if o.status == "current" else o.status,
+                "reason": o.reason,
+                "source": str(o.submission.folder.resolve()),
+                "folder": o.submission.id,
+            }
+            for o in outcomes
+        ],
+    }
+    (out / CLASS_FILE).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    reports = {o.submission.id: _report(out / o.submission.id) for o in outcomes}
+    _write_scores(out / "scores.csv", course, outcomes, reports)
+    _write_regrades(out / "regrades.csv", outcomes, reports)
+
+
+def _report(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_scores(path: Path, course: Course, outcomes: list[Outcome], reports: dict[str, dict]) -> None:
+    """Gradescope's score upload: Name, SID, Email, Total, then a column per item any submission has."""
+    graded = {i["name"] for report in reports.values() for i in report.get("items", [])}
+    items = [item.name for item in course.rubric.items if item.name in graded]
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["Name", "SID", "Email", "Total", *items])
+        for outcome in outcomes:
+            report = reports[outcome.submission.id]
+            scores = {i["name"]: i["score"] for i in report.get("items", [])}
+            cells = [
+                _number(report.get("score", 0.0)),
+                *(_number(scores[n]) if n in scores else "" for n in items),
+            ]
+            for person in outcome.submission.submitters or (Submitter(name=outcome.submission.id),):
+                writer.writerow([person.name, person.sid, person.email, *cells])
+
+
+def _write_regrades(path: Path, outcomes: list[Outcome], reports: dict[str, dict]) -> None:
+    """Every item a TA should look at, with the first line of its output; failed submissions first."""
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["submission", "students", "item", "score", "max_score", "reason"])
+        for outcome in outcomes:
+            who = "; ".join(s.name or s.email or s.sid for s in outcome.submission.submitters)
+            if outcome.status == "failed":
+                writer.writerow(
+                    [outcome.submission.id, who, "(whole submission)", 0, "", outcome.reason or ""]
+                )
+            for item in reports[outcome.submission.id].get("items", []):
+                if item.get("regrade"):
+                    reason = (item.get("output") or "").strip().splitlines()[:1]
+                    writer.writerow(
+                        [
+                            outcome.submission.id,
+                            who,
+                            item["name"],
+                            _number(item["score"]),
+                            item["max_score"],
+                            *reason,
+                        ]
+                    )
+
+
+def _number(x: float) -> str:
+    return f"{x:.4f}".rstrip("0").rstrip(".")
+
+
+def class_seed(out: Path, seed: int | None) -> int:
+    """``seed``, else the one an earlier run into ``out`` drew, else a fresh one."""
+    if seed is not None:
+        return seed
+    earlier = previous(out).get("seed")
+    return earlier if isinstance(earlier, int) else secrets.randbits(63)
+
+
+def grade_class(
+    submissions: list[Submission],
+    course: Course,
+    out: Path,
+    settings: Settings,
+    address: str | None = None,
+    only: Iterable[str] = (),
+    shown: Callable[[Outcome, int], None] | None = None,
+) -> list[Outcome]:
+    """Grade every submission not current in ``out`` (and every one ``only`` names) on Ray.
+
+    ``shown(outcome, running)`` hears of each submission once it is done (or found current),
+    with how many tasks are running then.
+    """
+    import ray  # the batch extra; not in the base install
+
+    only = list(only)
+    course_data = course_files(course)
+    shown = shown or (lambda outcome, running: None)
+    outcomes: dict[str, Outcome] = {}
+    ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        if settings.backend == "auto":
+            on_gpu = ray.cluster_resources().get("GPU", 0) > 0
+            settings = replace(settings, backend="gpu" if on_gpu else "emulator")
+        settings = replace(settings, course_key=digest(course_data))
+        task = ray.remote(grade_files).options(
+            num_cpus=1, num_gpus=settings.gpus, max_retries=MAX_RETRIES, retry_exceptions=False
+        )
+        slots = int(ray.cluster_resources().get("GPU" if settings.gpus else "CPU", 1))
+        course_ref = ray.put(course_data)
+        pending = {}
+        for submission in submissions:
+            files = folder_files(submission.folder)
+            key = submission_key(files, submission, settings)
+            if is_current(out, submission, key) and not any(submission.matches(name) for name in only):
+                outcomes[submission.id] = Outcome(submission, "current")
+                shown(outcomes[submission.id], 0)
+                continue
+            seed = submission_seed(settings.seed, submission)
+            pending[task.remote(course_ref, files, seed, settings)] = (submission, key)
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            submission, key = pending.pop(ready[0])
+            try:
+                answer = ray.get(ready[0])
+            except ray.exceptions.RayError as e:  # its worker or node died MAX_RETRIES + 1 times
+                answer = {"exit": None, "reason": f"the grading task failed: {type(e).__name__}", "files": {}}
+            outcomes[submission.id] = store(out, submission, key, answer, course)
+            shown(outcomes[submission.id], min(len(pending), slots))
+    finally:
+        ray.shutdown()
+    ordered = [outcomes[s.id] for s in submissions]
+    write_class(out, course, settings, ordered)
+    return ordered

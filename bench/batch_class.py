@@ -1,0 +1,162 @@
+"""A synthetic class graded by ``autograder batch`` on the emulator: time, throughput, memory, sameness.
+
+The class: N submissions (default 300), each one kernel file taken in turn from the
+submissions of bench/regrade.py (every reference, starter, student variant and planted bug
+of the course, over all nine assignments), in a Gradescope export with made-up submitters.
+It is graded once with ``autograder batch --backend emulator`` on an embedded Ray cluster of
+this machine, while a sampler records the machine's memory in use (MemTotal - MemAvailable)
+above what it was before. Then a sample of submissions is graded one at a time with
+``autograder grade`` and each submission's own seed: results.json and report.json must be
+identical to the batch's, volatile fields (times, paths) aside. A re-run must find every
+submission current. Prints a Markdown table; ``--record FILE`` appends it with the date.
+
+    python3 bench/batch_class.py [--size 300] [--sample 10] [--record bench/results/batch.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from autograder import batch  # noqa: E402 - the checkout's grader
+
+ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def regrade_submissions(scratch: Path) -> list[tuple[str, Path]]:
+    """(assignment, kernel file) of every submission bench/regrade.py grades."""
+    spec = importlib.util.spec_from_file_location("regrade", ROOT / "bench" / "regrade.py")
+    regrade = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(regrade)
+    return [(a, folder / f"{a}.cu") for a, folder in regrade.submissions(scratch).values()]
+
+
+def make_class(size: int, scratch: Path) -> Path:
+    (scratch / "kernels").mkdir()
+    kernels = regrade_submissions(scratch / "kernels")
+    export = scratch / "export"
+    metadata = []
+    for k in range(size):
+        assignment, kernel = kernels[k % len(kernels)]
+        folder = export / f"submission_{k:04d}"
+        folder.mkdir(parents=True)
+        (folder / f"{assignment}.cu").write_bytes(kernel.read_bytes())
+        metadata.append(
+            f"submission_{k:04d}:\n  :submitters:\n  - :name: Student {k}\n    :sid: '{100000 + k}'\n"
+            f"    :email: s{k}@example.edu\n"
+        )
+    (export / "submission_metadata.yml").write_text("".join(metadata))
+    return export
+
+
+def memory_in_use_mb() -> float:
+    fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    kib = int(fields["MemTotal"].split()[0]) - int(fields["MemAvailable"].split()[0])
+    return kib / 1024
+
+
+class Sampler(threading.Thread):
+    """The largest memory in use above the baseline, sampled every 0.2 s."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.baseline, self.peak, self.stopped = memory_in_use_mb(), 0.0, threading.Event()
+
+    def run(self):
+        while not self.stopped.wait(0.2):
+            self.peak = max(self.peak, memory_in_use_mb() - self.baseline)
+
+
+def run_batch(export: Path, out: Path) -> tuple[float, str]:
+    command = [sys.executable, "-m", "autograder", "batch", str(export), "--out", str(out)]
+    command += ["--course", str(ROOT), "--backend", "emulator"]
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, env=ENV)
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
+    return time.monotonic() - started, last.split(" -> ")[0]
+
+
+def stable(value):
+    if isinstance(value, dict):
+        return {
+            k: stable(v)
+            for k, v in value.items()
+            if k not in {"execution_time", "elapsed_s", "submission", "wall_s"}
+        }
+    if isinstance(value, list):
+        return [stable(v) for v in value]
+    return value
+
+
+def differs_alone(export: Path, out: Path, sample: int, scratch: Path) -> list[str]:
+    """Submissions of a sample whose batch results differ from ``grade`` alone with the same seed."""
+    seed = json.loads((out / batch.CLASS_FILE).read_text())["seed"]
+    folders = sorted(p for p in export.iterdir() if p.is_dir())
+    different = []
+    for folder in folders[:: max(1, len(folders) // sample)][:sample]:
+        own = batch.submission_seed(seed, batch.Submission(folder.name, folder))
+        command = [sys.executable, "-m", "autograder", "grade", str(folder), "--course", str(ROOT)]
+        command += ["--backend", "emulator", "--seed", str(own), "--results", str(scratch / "results.json")]
+        command += ["--report", str(scratch / "report")]
+        subprocess.run(command, capture_output=True, check=False)
+        for name in ("results.json", "report.json"):
+            alone = json.loads((scratch / name).read_text())
+            if stable(json.loads((out / folder.name / name).read_text())) != stable(alone):
+                different.append(f"{folder.name}/{name}")
+    return different
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=300)
+    parser.add_argument("--sample", type=int, default=10)
+    parser.add_argument("--record", type=Path, default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch_name:
+        scratch = Path(scratch_name)
+        export, out = make_class(args.size, scratch), scratch / "out"
+        sampler = Sampler()
+        sampler.start()
+        wall, summary = run_batch(export, out)
+        sampler.stopped.set()
+        rerun, rerun_summary = run_batch(export, out)
+        different = differs_alone(export, out, args.sample, scratch)
+    table = "\n".join(
+        [
+            f"`bench/batch_class.py --size {args.size}`, {datetime.date.today()}, {platform.node()}, "
+            f"{os.cpu_count()} cores, emulator backend, embedded Ray",
+            "",
+            "| measure | value |",
+            "|---|---|",
+            f"| submissions | {args.size} (one kernel each, all nine assignments) |",
+            f"| batch | {summary} |",
+            f"| wall time | {wall:.0f} s |",
+            f"| submissions per hour | {args.size / wall * 3600:.0f} |",
+            f"| peak memory in use above idle | {sampler.peak:.0f} MB |",
+            f"| re-run (nothing changed) | {rerun:.0f} s: {rerun_summary} |",
+            f"| sample graded alone, same seed | {args.sample} submissions, "
+            f"{'identical' if not different else 'DIFFERENT: ' + ', '.join(different)} |",
+        ]
+    )
+    print(table)
+    if args.record:
+        with args.record.open("a") as f:
+            f.write(table + "\n\n")
+    sys.exit(1 if different else 0)
+
+
+if __name__ == "__main__":
+    main()
