@@ -45,6 +45,7 @@ from pathlib import Path
 import yaml
 
 from autograder import packaging
+from autograder.backends import holds_a_gpu, resolve_where
 from autograder.model import Course
 from autograder.results import fallback_results
 
@@ -101,7 +102,7 @@ class Settings:
     @property
     def gpus(self) -> int:
         """GPUs each task holds: one when grading on a GPU, so two timings never share one."""
-        return 1 if self.backend == "gpu" else 0
+        return 1 if holds_a_gpu(self.backend) else 0
 
 
 # --- SOURCE -------------------------------------------------------------------------------
@@ -353,6 +354,7 @@ def write_class(out: Path, course: Course, settings: Settings, outcomes: list[Ou
         "backend": settings.backend,
         "assignments": list(settings.assignments),
         "rubric": rubric,
+        "kernels": {name: spec.kernel for name, spec in course.specs.items()},
         "submissions": [
             {
                 "id": o.submission.id,
@@ -456,10 +458,10 @@ def grade_class(
     outcomes: dict[str, Outcome] = {}
     ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
-        if settings.backend == "auto":
-            on_gpu = ray.cluster_resources().get("GPU", 0) > 0
-            settings = replace(settings, backend="gpu" if on_gpu else "emulator")
-        settings = replace(settings, course_key=digest(course_data))
+        gpus_present = ray.cluster_resources().get("GPU", 0) > 0
+        settings = replace(
+            settings, backend=resolve_where(settings.backend, gpus_present), course_key=digest(course_data)
+        )
         task = ray.remote(grade_files).options(
             num_cpus=1, num_gpus=settings.gpus, max_retries=MAX_RETRIES, retry_exceptions=False
         )

@@ -62,6 +62,18 @@ def resolve(name: str) -> str:
     return name
 
 
+def resolve_where(name: str, gpus_present: bool) -> str:
+    """``auto`` → ``gpu`` or ``emulator`` by whether GPUs are present (a cluster's, not this machine's)."""
+    if name == "auto":
+        return "gpu" if gpus_present else "emulator"
+    return resolve(name)
+
+
+def holds_a_gpu(name: str) -> bool:
+    """Whether grading on backend ``name`` (resolved) occupies a GPU."""
+    return backend_class(name).capabilities.runs_natively
+
+
 def select_backend(name: str, compile_s: float = 60, emulator_mb: float | None = None) -> Backend:
     """The backend for ``auto``, ``gpu`` or ``emulator``, in a worker subprocess.
 

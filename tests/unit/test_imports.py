@@ -4,6 +4,8 @@ backends that never reach into grading, grading that never asks a backend its na
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,7 @@ GRADING = {
     "discovery",
     "gradescope_zip",
     "authoring",
+    "class_report",
 }
 
 
@@ -104,3 +107,27 @@ def test_the_checks_above_catch_what_they_look_for():
     tree = ast.parse('if backend.name == "gpu":\n    pass\n')
     assert any(isinstance(n, ast.Compare) and n.comparators[0].value in NAMES for n in ast.walk(tree))
     assert "autograder.cases" in imports(ast.parse("def f():\n    from autograder.cases import prepare\n"))
+
+
+# jinja2 and matplotlib come with the batch extra (pyproject.toml) and only class-report uses them
+WITHOUT_THE_BATCH_EXTRA = """
+import sys
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("jinja2", "matplotlib"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Missing())
+import autograder.cli, autograder.pipeline
+extra = ("jinja2", "matplotlib", "ray", "rich", "autograder.class_report")
+print(sorted(m for m in extra if m in sys.modules))
+autograder.cli.main(["class-report", sys.argv[1]])
+"""
+
+
+def test_the_grading_commands_need_nothing_of_the_batch_extra(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_THE_BATCH_EXTRA, str(tmp_path)], capture_output=True, text=True
+    )
+    assert done.stdout.splitlines()[0] == "[]", done.stdout + done.stderr
+    assert done.returncode == 1
+    assert "the class report needs jinja2: pip install 'cuda-autograder[batch]'" in done.stderr

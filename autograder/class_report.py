@@ -1,0 +1,555 @@
+"""The class report: a graded class folder (``autograder batch``'s DIR) as HTML pages a TA reads.
+
+``<out>/index.html`` (default ``DIR/report/``): the class at a glance, histograms of the
+totals, of each assignment and of each item, the distribution of each traffic and performance
+ratio against the rubric's ``full_at`` and ``zero_at``, the most frequent findings with a
+source excerpt and the students they affect, every student in a table, the items flagged for
+regrading and the submissions that failed. ``<out>/students/<id>.html``: one student's items,
+what each printed, its findings and the source lines each finding points at.
+
+The pages open from disk with no server: each figure is an SVG drawn by matplotlib (no pyplot
+state) inside a ``data:`` URI, the style and the one script (sorting tables) are inline, and a
+Content-Security-Policy lets nothing else load or run. Everything a student wrote (names,
+printed text, file names, source) reaches the page through jinja2's autoescape.
+
+Reads ``DIR/class.json`` and each graded submission's ``report.json`` (``report.report_data``);
+a submission's source is read again from its folder (``source`` in ``class.json``) when it is
+still there, the assignment's file found as grading found it (``discovery``; a ``kernels`` map
+in ``class.json`` names each assignment's kernel, else the kernel is named as its assignment).
+Only the assignments some report graded are shown. Needs the ``batch`` extra (jinja2,
+matplotlib): nothing on the grading path imports this module.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from urllib.parse import quote
+
+import jinja2
+from markupsafe import Markup
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
+
+from autograder import discovery, policy
+from autograder.backends.base import FINDING_CHECKS
+from autograder.class_table import read_report
+from autograder.feedback import two_decimals
+
+CLASS_FILE = "class.json"
+CONTEXT_LINES = 3  # source lines shown either side of a finding's line
+MAX_FINDING_GROUPS = 15  # the most frequent findings shown on the class page
+MAX_SOURCE_LINES = 2000  # of a student's file on their page
+MAX_LINE_CHARS = 300  # of one source line
+BAR, FLAG, FULL, ZERO = "#4C72B0", "#E0A800", "#2E7D32", "#C62828"
+TIMES, NONE = "\u00d7", "\u2013"  # x as in 1.5x, and the dash of a number that is not there
+RATIO_TICKS = (0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 4, 6, 8, 10, 15, 20, 30, 50, 100, 200, 500, 1000)
+
+_LOCATION = re.compile(r"^[^\s:]+:\d+:\s*")  # "window_sum.cu:7: " before a finding's sentence
+_NUMBER = re.compile(r"\d+")
+
+
+class ClassReportError(Exception):
+    """DIR is not a graded class folder; the message says why."""
+
+
+def write_class_report(batch_dir: Path, out: Path | None = None) -> Path:
+    """Write the class page and one page per student under ``out`` (default ``DIR/report``)."""
+    batch_dir = Path(batch_dir)
+    out = Path(out) if out else batch_dir / "report"
+    graded = read_class(batch_dir)
+    pages = _Pages()
+    (out / "students").mkdir(parents=True, exist_ok=True)
+    index = out / "index.html"
+    index.write_text(pages.render("class_index.html", **class_context(graded)), encoding="utf-8")
+    for student in graded.students:
+        log = batch_dir / student.folder / "grade.log"  # what `grade` printed: why it failed, for one
+        href = quote(os.path.relpath(log, out / "students")) if log.is_file() else None
+        page = pages.render("class_student.html", c=graded, s=student, root="../", log=href)
+        (out / "students" / f"{student.id}.html").write_text(page, encoding="utf-8")
+    return index
+
+
+# ---- the class, read from DIR ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    """A student's file of one assignment, as it is now in their submission folder."""
+
+    name: str | None = None  # relative to the submission
+    lines: tuple[str, ...] = ()
+    problem: str | None = None  # why there is none
+
+    def excerpt(self, marked: Iterable[int], around: int | None = None) -> list[tuple[int, str, bool]]:
+        """``(number, text, marked)`` of the lines ``CONTEXT_LINES`` around ``around``, or all."""
+        marked = set(marked)
+        first, last = (
+            (1, len(self.lines)) if around is None else (around - CONTEXT_LINES, around + CONTEXT_LINES)
+        )
+        return [
+            (n, self.lines[n - 1][:MAX_LINE_CHARS], n in marked)
+            for n in range(max(first, 1), min(last, len(self.lines), MAX_SOURCE_LINES) + 1)
+        ]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A finding of one student's assignment, once for all the items and cases that reported it."""
+
+    assignment: str
+    check: str
+    kind: str
+    pattern: str  # the message without its location and numbers: what groups it across students
+    message: str
+    line: int | None
+    items: tuple[str, ...]
+    cases: int
+
+    @property
+    def sentence(self) -> str:
+        """The message without its ``file:line:``, which the page shows apart."""
+        return _LOCATION.sub("", self.message)
+
+
+@dataclass(eq=False)
+class Student:
+    id: str
+    folder: str  # in DIR
+    submitters: list[dict]
+    reason: str | None  # why it was not graded
+    report: dict | None  # None: not graded
+    sources: dict[str, Source] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        return "graded" if self.report else "failed"
+
+    @property
+    def href(self) -> str:
+        return f"students/{quote(self.id, safe='')}.html"
+
+    @property
+    def name(self) -> str:
+        return " & ".join(s.get("name") or "?" for s in self.submitters) or self.id
+
+    @property
+    def sid(self) -> str:
+        return ", ".join(s.get("sid") or "" for s in self.submitters)
+
+    @property
+    def items(self) -> list[dict]:
+        return self.report["items"] if self.report else []
+
+    def item(self, name: str) -> dict | None:
+        return next((i for i in self.items if i["name"] == name), None)
+
+    def assignment_items(self, assignment: str) -> list[dict]:
+        return [i for i in self.items if i["assignment"] == assignment]
+
+    def score(self, assignment: str | None = None) -> float | None:
+        items = self.items if assignment is None else self.assignment_items(assignment)
+        return sum(i["score"] for i in items) if items else None
+
+    @property
+    def regrades(self) -> list[dict]:
+        return [i for i in self.items if i["regrade"]]
+
+    @cached_property
+    def findings(self) -> list[Seen]:
+        return collapsed(self.items)
+
+    def marked(self, assignment: str) -> set[int]:
+        return {f.line for f in self.findings if f.assignment == assignment and f.line}
+
+
+@dataclass
+class Class:
+    course: str
+    seed: object
+    backend: str
+    rubric: dict[str, list[dict]]
+    students: list[Student]
+
+    @property
+    def graded(self) -> list[Student]:
+        return [s for s in self.students if s.report]
+
+    @property
+    def failed(self) -> list[Student]:
+        return [s for s in self.students if not s.report]
+
+    @property
+    def total_points(self) -> float:
+        return sum(i["points"] for items in self.rubric.values() for i in items)
+
+    def points(self, assignment: str) -> float:
+        return sum(i["points"] for i in self.rubric[assignment])
+
+    def results(self, name: str) -> list[dict]:
+        """The item ``name`` of every graded submission that has it."""
+        return [i for s in self.graded if (i := s.item(name))]
+
+
+def read_class(batch_dir: Path) -> Class:
+    """``DIR/class.json`` and every graded submission's report and source; see the module docstring."""
+    path = batch_dir / CLASS_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        entries, rubric = data["submissions"], data["rubric"]
+    except FileNotFoundError as e:
+        raise ClassReportError(
+            f"{batch_dir} holds no {CLASS_FILE}: it is not a class `autograder batch` graded"
+        ) from e
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ClassReportError(f"{path}: not a graded class ({type(e).__name__}: {e})") from e
+    kernels = {name: data.get("kernels", {}).get(name, name) for name in rubric}
+    students = [read_student(batch_dir, entry, kernels) for entry in entries]
+    graded = {item["assignment"] for s in students for item in s.items}  # a class graded on some assignments
+    rubric = {name: items for name, items in rubric.items() if name in graded} or rubric
+    return Class(data.get("course", ""), data.get("seed"), data.get("backend", ""), rubric, students)
+
+
+def read_student(batch_dir: Path, entry: dict, kernels: dict[str, str]) -> Student:
+    report, reason = None, entry.get("reason")
+    folder = _folder_name(batch_dir, entry.get("folder") or entry["id"])
+    if entry.get("status") == "graded":
+        try:
+            report = read_report(batch_dir / folder / "report.json")
+        except (OSError, ValueError) as e:
+            reason = f"its report could not be read: {e}"
+    student = Student(
+        _folder_name(batch_dir, entry["id"]), folder, entry.get("submitters") or [], reason, report
+    )
+    if report:
+        wanted = sorted({i["assignment"] for i in report["items"]})
+        student.sources = read_sources(Path(entry.get("source") or ""), wanted, kernels)
+    return student
+
+
+def _folder_name(batch_dir: Path, name: str) -> str:
+    """``name`` when it is a folder's name in DIR, never a path out of it (it names a page too)."""
+    if Path(name).name != name or name in ("", ".", ".."):
+        raise ClassReportError(f"{batch_dir / CLASS_FILE}: {name!r} is not a submission folder's name")
+    return name
+
+
+def read_sources(folder: Path, assignments: list[str], kernels: dict[str, str]) -> dict[str, Source]:
+    """Each assignment's file in the submission, found as grading finds it, or why there is none."""
+    if not folder.is_absolute() or not folder.exists():
+        return {a: Source(problem=f"the submission ({folder}) is no longer on disk") for a in assignments}
+    with discovery.opened(folder, kernels) as found:
+        return {a: read_source(found, a) for a in assignments}
+
+
+def read_source(found: discovery.Submission, assignment: str) -> Source:
+    path, problem = found.locate(assignment)
+    if path is None:
+        return Source(problem=problem)
+    text, problem = policy.read_source(path)
+    name = next((rel for rel, p in found.files.items() if p == path), path.name)
+    return Source(name, tuple(text.splitlines()), None if text else problem)
+
+
+# ---- findings ----------------------------------------------------------------------------------
+
+
+def pattern(message: str) -> str:
+    """A finding's sentence as students share it: no ``file:line:``, every number ``#``."""
+    return _NUMBER.sub("#", _LOCATION.sub("", message))
+
+
+def finding_records(item: dict) -> Iterable[tuple[str, dict]]:
+    """``(case, record)`` of every finding in an item's evidence: its cases', its sanitizer runs'."""
+    evidence = item.get("evidence") or {}
+    for case in evidence.get("cases", ()):
+        for record in case.get("findings", ()):
+            yield f"{case.get('group')} {case.get('label')}", record
+    for run in evidence.get("sanitizer", ()):
+        for record in run.get("findings", ()):
+            yield run.get("tool", "compute-sanitizer"), record
+
+
+def collapsed(items: list[dict]) -> list[Seen]:
+    """The findings of these items, one per assignment, kind, line and pattern, in order of appearance."""
+    found: dict[tuple, tuple[dict, dict, list[str], set[str]]] = {}
+    for item in items:
+        for case, record in finding_records(item):
+            key = (item["assignment"], record["kind"], record.get("line"), pattern(record["message"]))
+            _, _, names, cases = found.setdefault(key, (item, record, [], set()))
+            if item["name"] not in names:
+                names.append(item["name"])
+            cases.add(case)
+    return [
+        Seen(
+            assignment=item["assignment"],
+            check=FINDING_CHECKS.get(record["kind"], item["check"]),
+            kind=record["kind"],
+            pattern=key[3],
+            message=record["message"],
+            line=record.get("line"),
+            items=tuple(names),
+            cases=len(cases),
+        )
+        for key, (item, record, names, cases) in found.items()
+    ]
+
+
+@dataclass
+class FindingGroup:
+    """A finding many students share: same assignment, check, kind and pattern."""
+
+    example: Seen
+    students: list[Student]
+
+    @property
+    def witness(self) -> tuple[Student, Seen] | None:
+        """The first affected student whose file is still there, and their finding."""
+        for student in self.students:
+            source = student.sources.get(self.example.assignment, Source())
+            for seen in student.findings:
+                if _group_key(seen) == _group_key(self.example) and seen.line and source.lines:
+                    return student, seen
+        return None
+
+
+def _group_key(seen: Seen) -> tuple:
+    return seen.assignment, seen.check, seen.kind, seen.pattern
+
+
+def finding_groups(students: list[Student]) -> list[FindingGroup]:
+    """Findings by how many students they affect, most first."""
+    groups: dict[tuple, FindingGroup] = {}
+    for student in students:
+        for seen in student.findings:
+            group = groups.setdefault(_group_key(seen), FindingGroup(seen, []))
+            if not group.students or group.students[-1] is not student:
+                group.students.append(student)
+    return sorted(groups.values(), key=lambda g: (-len(g.students), _group_key(g.example)))
+
+
+def regrade_groups(students: list[Student]) -> list[tuple[dict, str, list[Student]]]:
+    """``(item, why, students)``: the items flagged for a TA, by item and the first line of why."""
+    groups: dict[tuple[str, str], tuple[dict, str, list[Student]]] = {}
+    for student in students:
+        for item in student.regrades:
+            why = (item["output"].splitlines() or [""])[0]
+            groups.setdefault((item["name"], pattern(why)), (item, why, []))[2].append(student)
+    return list(groups.values())
+
+
+# ---- figures -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One histogram of a figure; a ratio panel (``full_at`` set) is on a log axis with its thresholds."""
+
+    title: str
+    values: list[float]
+    low: float
+    high: float
+    xlabel: str
+    full_at: float | None = None
+    zero_at: float | None = None
+    flagged: tuple[float, ...] = ()  # scores of items flagged for regrading, stacked apart
+
+
+def figure(panels: list[Panel], columns: int = 3) -> str:
+    """The panels side by side as one SVG, in a ``data:`` URI an ``<img>`` shows with no server."""
+    svg = io.BytesIO()
+    drawn(panels, columns).savefig(svg, format="svg", metadata={"Date": None})
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.getvalue()).decode()
+
+
+def drawn(panels: list[Panel], columns: int) -> Figure:
+    """The panels on a grid of ``columns``, the cells left over hidden."""
+    columns = min(columns, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    fig = Figure(figsize=(4.2 * columns, 2.9 * rows), layout="constrained")
+    grid = list(fig.subplots(rows, columns, squeeze=False).flat)
+    for axes, panel in zip(grid, panels, strict=False):
+        _draw(axes, panel)
+    for axes in grid[len(panels) :]:
+        axes.set_visible(False)
+    return fig
+
+
+def _draw(axes, panel: Panel) -> None:
+    edges = _ratio_axis(axes, panel) if panel.full_at is not None else _score_edges(panel)
+    if panel.flagged:
+        axes.hist(
+            [panel.values, panel.flagged],
+            bins=edges,
+            stacked=True,
+            color=[BAR, FLAG],
+            edgecolor="white",
+            label=["scored", "flagged for regrading"],
+        )
+    else:
+        axes.hist(panel.values, bins=edges, color=BAR, edgecolor="white")
+    axes.set_xlim(panel.low, panel.high)
+    axes.set_title(panel.title, fontsize=9)
+    axes.set_xlabel(panel.xlabel, fontsize=8)
+    axes.set_ylabel("students", fontsize=8)
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.tick_params(labelsize=7)
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize=7, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=3)
+
+
+def _score_edges(panel: Panel) -> list[float]:
+    """Half-point bins (fewer on a long scale), the full score in the last."""
+    bins = min(20, max(4, math.ceil(panel.high - panel.low) * 2))
+    return [panel.low + (panel.high - panel.low) * k / bins for k in range(bins + 1)]
+
+
+def _ratio_axis(axes, panel: Panel) -> list[float]:
+    """A log axis with the reference and the rubric's thresholds drawn; its bins."""
+    axes.set_xscale("log")
+    axes.xaxis.set_major_locator(FixedLocator([t for t in RATIO_TICKS if panel.low <= t <= panel.high]))
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}{TIMES}"))
+    axes.xaxis.set_minor_locator(NullLocator())
+    axes.axvspan(panel.low, panel.full_at, color=FULL, alpha=0.08)
+    axes.axvspan(panel.zero_at, panel.high, color=ZERO, alpha=0.08)
+    axes.axvline(1.0, color="#777", linestyle=":", linewidth=1, label=f"reference (1{TIMES})")
+    axes.axvline(panel.full_at, color=FULL, linestyle="--", label=f"full marks ≤ {panel.full_at:g}{TIMES}")
+    axes.axvline(panel.zero_at, color=ZERO, linestyle="--", label=f"no marks ≥ {panel.zero_at:g}{TIMES}")
+    return [panel.low * (panel.high / panel.low) ** (k / 24) for k in range(25)]
+
+
+def score_panel(title: str, values: list[float], points: float) -> Panel:
+    return Panel(title, values, 0.0, max(points, 1e-9), "points")
+
+
+def item_panel(item: dict, results: list[dict]) -> Panel:
+    """An item's scores, those flagged for regrading (not graded here, held for a TA) apart."""
+    flagged = tuple(i["score"] for i in results if i["regrade"])
+    scored = [i["score"] for i in results if not i["regrade"]]
+    return replace(score_panel(item["name"], scored, item["points"]), flagged=flagged)
+
+
+def ratio_panel(item: dict, values: list[float]) -> Panel:
+    low = min([*values, item["full_at"], 1.0]) / 1.25
+    high = max([*values, item["zero_at"]]) * 1.25
+    xlabel = f"{item['metric']}: student / reference"
+    return Panel(item["name"], values, low, high, xlabel, full_at=item["full_at"], zero_at=item["zero_at"])
+
+
+def short_name(name: str, assignment: str) -> str:
+    """An item's name without its assignment's, where the page already names the assignment."""
+    return name.removeprefix(f"{assignment} ") or name
+
+
+def measured_ratio(item: dict | None) -> float | None:
+    ratio = ((item or {}).get("evidence") or {}).get("ratio") or {}
+    return ratio.get("ratio")
+
+
+# ---- pages -------------------------------------------------------------------------------------
+
+
+def class_context(c: Class) -> dict:
+    """Everything the class page shows, figures drawn."""
+    graded = c.graded
+    totals = [s.score() for s in graded]
+    return {
+        "c": c,
+        "root": "",
+        "mean": statistics.mean(totals) if totals else None,
+        "median": statistics.median(totals) if totals else None,
+        "figures": class_figures(c),
+        "item_rows": {a: [item_row(c, item) for item in items] for a, items in c.rubric.items()},
+        "ratios": {a: ratio_rows(c, items) for a, items in c.rubric.items()},
+        "groups": finding_groups(graded)[:MAX_FINDING_GROUPS],
+        "regrades": regrade_groups(graded),
+        "regrade_count": sum(len(s.regrades) for s in graded),
+        "students": sorted(c.students, key=lambda s: (s.report is not None, s.score() or 0.0, s.name)),
+    }
+
+
+def class_figures(c: Class) -> dict[str, str | None]:
+    """``totals`` (and each assignment's), ``items <assignment>``, ``ratios <assignment>`` (None: nothing
+    to draw); none when no submission was graded."""
+    graded = c.graded
+    if not graded:
+        return {}
+    totals = [score_panel("total", [s.score() for s in graded], c.total_points)]
+    figures = {"totals": figure(totals + [score_panel(a, _scores(graded, a), c.points(a)) for a in c.rubric])}
+    for assignment, items in c.rubric.items():
+        figures[f"items {assignment}"] = figure([item_panel(i, c.results(i["name"])) for i in items])
+        panels = [ratio_panel(row["item"], row["ratios"]) for row in ratio_rows(c, items) if row["ratios"]]
+        figures[f"ratios {assignment}"] = figure(panels, 2) if panels else None
+    return figures
+
+
+def _scores(students: list[Student], assignment: str) -> list[float]:
+    return [score for s in students if (score := s.score(assignment)) is not None]
+
+
+def ratio_rows(c: Class, items: list[dict]) -> list[dict]:
+    """Each ratio item's measured ratios, and how many students have none: flagged (not measured
+    here) or not (not awarded: a wrong answer)."""
+    rows = []
+    for item in items:
+        if item.get("full_at") is None:
+            continue
+        results = c.results(item["name"])
+        values = [r for i in results if (r := measured_ratio(i)) is not None]
+        unmeasured = [i for i in results if measured_ratio(i) is None]
+        flagged = sum(i["regrade"] for i in unmeasured)
+        rows.append(
+            {
+                "item": item,
+                "ratios": values,
+                "not_measured": flagged,
+                "not_awarded": len(unmeasured) - flagged,
+            }
+        )
+    return rows
+
+
+def item_row(c: Class, item: dict) -> dict:
+    """An item's line of the class page: how many earned all, none, and were flagged."""
+    results = c.results(item["name"])
+    scores = [i["score"] for i in results]
+    return {
+        "item": item,
+        "mean": statistics.mean(scores) if scores else None,
+        "full": sum(score >= item["points"] for score in scores),
+        "zero": sum(score == 0 for score in scores),
+        "regrade": sum(i["regrade"] for i in results),
+    }
+
+
+class _Pages:
+    """The templates (``autograder/templates``), autoescaped, with the inline script's CSP hash."""
+
+    def __init__(self):
+        self.env = jinja2.Environment(
+            loader=jinja2.PackageLoader("autograder", "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.filters["two"] = lambda x: NONE if x is None else two_decimals(x)
+        self.env.filters["ratio"] = lambda x: NONE if x is None else f"{x:.3g}{TIMES}"
+        self.env.filters["short"] = short_name
+        self.env.globals |= {"measured_ratio": measured_ratio, "max_source_lines": MAX_SOURCE_LINES}
+        script = self.env.get_template("table_sort.js").render()
+        digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+        self.env.globals |= {"script": Markup(script), "script_hash": f"sha256-{digest}"}
+
+    def render(self, template: str, **context) -> str:
+        return self.env.get_template(template).render(**context)
