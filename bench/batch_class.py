@@ -4,11 +4,12 @@ The class: N submissions (default 300), each one kernel file taken in turn from 
 submissions of bench/regrade.py (every reference, starter, student variant and planted bug
 of the course, over all nine assignments), in a Gradescope export with made-up submitters.
 It is graded once with ``autograder batch --backend emulator`` on an embedded Ray cluster of
-this machine, while a sampler records the machine's memory in use (MemTotal - MemAvailable)
-above what it was before. Then a sample of submissions is graded one at a time with
-``autograder grade`` and each submission's own seed: results.json and report.json must be
-identical to the batch's, volatile fields (times, paths) aside. A re-run must find every
-submission current. Prints a Markdown table; ``--record FILE`` appends it with the date.
+this machine, while a sampler adds up the resident memory of every process it starts (Ray's
+raylet and workers, each ``grade`` and its backend worker). Then a sample of submissions is
+graded one at a time with ``autograder grade`` and each submission's own seed: results.json
+and report.json must be identical to the batch's, volatile fields (times, paths) aside. A
+re-run must find every submission current. Prints a Markdown table; ``--record FILE`` appends
+it with the date.
 
     python3 bench/batch_class.py [--size 300] [--sample 10] [--record bench/results/batch.md]
 """
@@ -62,31 +63,51 @@ def make_class(size: int, scratch: Path) -> Path:
     return export
 
 
-def memory_in_use_mb() -> float:
-    fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
-    kib = int(fields["MemTotal"].split()[0]) - int(fields["MemAvailable"].split()[0])
-    return kib / 1024
+def tree_rss_mb(root: int) -> float:
+    """The resident memory of process ``root`` and all its descendants (Ray's raylet, workers, grades)."""
+    parents, rss = {}, {}
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            status = dict(
+                line.split(":", 1) for line in (entry / "status").read_text().splitlines() if ":" in line
+            )
+            rss[int(entry.name)] = int(status.get("VmRSS", "0 kB").split()[0])
+        except (OSError, ValueError):
+            continue
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sum(rss.get(pid, 0) for pid in tree) / 1024
 
 
 class Sampler(threading.Thread):
-    """The largest memory in use above the baseline, sampled every 0.2 s."""
+    """The largest resident memory of a process tree, sampled every 0.5 s."""
 
-    def __init__(self):
+    def __init__(self, root: int):
         super().__init__(daemon=True)
-        self.baseline, self.peak, self.stopped = memory_in_use_mb(), 0.0, threading.Event()
+        self.root, self.peak, self.stopped = root, 0.0, threading.Event()
 
     def run(self):
-        while not self.stopped.wait(0.2):
-            self.peak = max(self.peak, memory_in_use_mb() - self.baseline)
+        while not self.stopped.wait(0.5):
+            self.peak = max(self.peak, tree_rss_mb(self.root))
 
 
-def run_batch(export: Path, out: Path) -> tuple[float, str]:
+def run_batch(export: Path, out: Path) -> tuple[float, str, float]:
+    """Wall time, the last line printed, and the peak resident memory of the batch's processes."""
     command = [sys.executable, "-m", "autograder", "batch", str(export), "--out", str(out)]
     command += ["--course", str(ROOT), "--backend", "emulator"]
     started = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, env=ENV)
-    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
-    return time.monotonic() - started, last.split(" -> ")[0]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    sampler = Sampler(process.pid)
+    sampler.start()
+    stdout, stderr = process.communicate()
+    sampler.stopped.set()
+    last = stdout.strip().splitlines()[-1] if stdout.strip() else stderr[-500:]
+    return time.monotonic() - started, last.split(" -> ")[0], sampler.peak
 
 
 def stable(value):
@@ -128,11 +149,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)
         export, out = make_class(args.size, scratch), scratch / "out"
-        sampler = Sampler()
-        sampler.start()
-        wall, summary = run_batch(export, out)
-        sampler.stopped.set()
-        rerun, rerun_summary = run_batch(export, out)
+        wall, summary, peak_mb = run_batch(export, out)
+        rerun, rerun_summary, _ = run_batch(export, out)
         different = differs_alone(export, out, args.sample, scratch)
     table = "\n".join(
         [
@@ -145,7 +163,7 @@ def main() -> None:
             f"| batch | {summary} |",
             f"| wall time | {wall:.0f} s |",
             f"| submissions per hour | {args.size / wall * 3600:.0f} |",
-            f"| peak memory in use above idle | {sampler.peak:.0f} MB |",
+            f"| peak resident memory of all its processes (Ray's included) | {peak_mb:.0f} MB |",
             f"| re-run (nothing changed) | {rerun:.0f} s: {rerun_summary} |",
             f"| sample graded alone, same seed | {args.sample} submissions, "
             f"{'identical' if not different else 'DIFFERENT: ' + ', '.join(different)} |",
