@@ -13,8 +13,10 @@ Outputs start as NaN (integers: a sentinel), so an output never written is visib
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -61,8 +63,21 @@ def random_array(rng: np.random.Generator, dtype: str, size: int) -> np.ndarray:
     else:
         raise SpecError(f"no default inputs for dtype {dtype}; give the spec an inputs= function")
     if dtype_.kind != "u":
-        np.negative(values, out=values, where=rng.integers(0, 2, size, dtype=np.uint8).view(bool))
+        _negate_where(values, rng.integers(0, 2, size, dtype=np.uint8))
     return values.astype(dtype_, copy=False)
+
+
+def _negate_where(values: np.ndarray, signs: np.ndarray) -> None:
+    """Negate ``values`` in place where ``signs`` is 1 (``signs`` is used up).
+
+    Floats get their sign bit flipped, which is what negation does, bit for bit: the same
+    values as ``np.negative(..., where=...)``, about six times faster on 2**26 elements."""
+    itemsize = values.dtype.itemsize
+    if values.dtype.kind == "f" and sys.byteorder == "little" and values.size:
+        top = values.view(np.uint8)[itemsize - 1 :: itemsize]  # the byte holding the sign bit
+        np.bitwise_xor(top, np.left_shift(signs, 7, out=signs), out=top)
+    else:
+        np.negative(values, out=values, where=signs.view(bool))
 
 
 def array_size(array: Array, case: Case) -> int:
@@ -117,6 +132,14 @@ class Prepared:
     launch: Launch
     inputs: dict[str, np.ndarray]  # the contents of every array the kernel reads, before the launch
     ref: GroupCase
+    expected: dict[str, np.ndarray] | None = None  # reference_outputs(inputs), when drawn ahead
+
+
+def prepare_with_expected(spec: Spec, source: str, ref: GroupCase, time_limit_s: float) -> Prepared:
+    """:func:`prepare` and the numpy reference's outputs on its inputs, ready for the comparison
+    (the grading side draws a big case's both ahead, in the background)."""
+    prepared = prepare(spec, source, ref, time_limit_s)
+    return replace(prepared, expected=reference_outputs(spec, ref.case, prepared.inputs))
 
 
 @dataclass(frozen=True)
@@ -164,20 +187,61 @@ def timing_requests(
     time_limit_s: float,
     input_sets: int = TIMING_INPUT_SETS,
 ) -> Iterator[TimingRequest]:
-    """One request per case of ``group``: the student's launches on ``input_sets`` fresh input sets."""
-    sets = [
-        prepare_group(spec, sources["student"], group, secret, time_limit_s, k)
-        for k in range(1, input_sets + 1)
-    ]
-    for prepared in zip(*sets, strict=True):
-        case = prepared[0].ref.case
-        yield TimingRequest(
+    """One request per case of ``group``: the student's launches on ``input_sets`` fresh input sets.
+
+    A case's input sets are drawn at the same time, each in a thread of its own (each set has
+    its own seed, so the values are those drawn one after another; numpy's generators and
+    array operations release the GIL), and the next case's while the caller times this one.
+    """
+    sets = [group_cases(spec, group, secret, k) for k in range(1, input_sets + 1)]
+
+    def request(refs: tuple[GroupCase, ...]) -> TimingRequest:
+        drawing = [Background(prepare, spec, sources["student"], ref, time_limit_s) for ref in refs]
+        prepared = [d.result() for d in drawing]
+        case = refs[0].case
+        return TimingRequest(
             student=tuple(p.launch for p in prepared),
             reference=program(spec, sources["reference"], case),
             case=dict(case),
             rtol=float(evaluate(spec.tolerance.rtol, case)),
             atol=float(evaluate(spec.tolerance.atol, case)),
         )
+
+    per_case = list(zip(*sets, strict=True))
+    following = Background(request, per_case[0]) if per_case else None
+    for index in range(len(per_case)):
+        current = following.result()
+        following = Background(request, per_case[index + 1]) if index + 1 < len(per_case) else None
+        yield current
+
+
+class Background:
+    """``function(*args)`` computed in a daemon thread (an exit never waits for it); ``result()``
+    waits for it and returns its value or raises its exception."""
+
+    def __init__(self, function: Callable, *args):
+        self._done = threading.Event()
+        self._value = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, args=(function, args), daemon=True).start()
+
+    def _run(self, function: Callable, args: tuple) -> None:
+        try:
+            self._value = function(*args)
+        except BaseException as e:  # handed to whoever asks for the result
+            self._error = e
+        finally:
+            self._done.set()
+
+    def wait(self) -> None:
+        """Wait until it is done (its value or exception is left for ``result``)."""
+        self._done.wait()
+
+    def result(self):
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def prepare(spec: Spec, source: str, ref: GroupCase, time_limit_s: float) -> Prepared:

@@ -9,6 +9,8 @@ never compare outputs themselves.
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -95,7 +97,9 @@ def compare_outputs(
 ) -> tuple[tuple[OutputComparison, ...], tuple[str, ...]]:
     """Every output against the spec's float64 reference, and the inputs the kernel modified."""
     case = prepared.ref.case
-    expected = reference_outputs(spec, case, prepared.inputs)
+    expected = (
+        prepared.expected if prepared.expected is not None else reference_outputs(spec, case, prepared.inputs)
+    )
     rtol = float(evaluate(spec.tolerance.rtol, case))
     atol = float(evaluate(spec.tolerance.atol, case))
     outputs = tuple(
@@ -117,8 +121,64 @@ def compare_outputs(
 def compare_output(
     name: str, got_raw: np.ndarray, expected: np.ndarray, shape: tuple[int, ...], rtol: float, atol: float
 ) -> OutputComparison:
+    """Every element against the reference, in slices of ``CHUNK`` (on threads for a large output).
+
+    Slices give the same counts, maxima and first wrong element as one pass over the whole
+    array, with temporaries that stay in the cache: a 2**26-element output took 2.8 s in one
+    pass on the H200's host."""
     if got_raw.dtype.kind in "iub":  # integers are exact: rtol would pass 1_000_001 for a million
         rtol = atol = 0.0
+    got_raw, expected = got_raw.reshape(-1), expected.reshape(-1)
+    starts = range(0, max(got_raw.size, 1), CHUNK)
+    slices = [(got_raw[i : i + CHUNK], expected[i : i + CHUNK], rtol, atol) for i in starts]
+    if len(slices) < 4:
+        parts = [_compare_slice(*s) for s in slices]
+    else:
+        with ThreadPoolExecutor(min(COMPARE_THREADS, len(slices))) as pool:  # numpy releases the GIL
+            parts = list(pool.map(lambda s: _compare_slice(*s), slices))
+    maxima = [(p.max_abs, p.max_rel) for p in parts if p.max_abs is not None]
+    comparison = OutputComparison(
+        name,
+        got_raw.size,
+        sum(p.wrong for p in parts),
+        sum(p.unwritten for p in parts),
+        max(m[0] for m in maxima) if maxima else None,
+        max(m[1] for m in maxima) if maxima else None,
+        nan=sum(p.nan for p in parts),
+        infinite=sum(p.infinite for p in parts),
+    )
+    if not comparison.wrong:
+        return comparison
+    first = next(start + p.first_wrong for start, p in zip(starts, parts, strict=True) if p.wrong)
+    where = (
+        np.unravel_index(first, shape) if math.prod(shape) == got_raw.size and len(shape) > 1 else (first,)
+    )
+    return replace(
+        comparison,
+        first_wrong=f"{name}[{', '.join(map(str, where))}]",
+        got=float(np.float64(got_raw[first])),
+        expected=float(expected[first]),
+    )
+
+
+CHUNK = 1 << 18  # elements compared at a time: 2 MiB of float64 per temporary
+COMPARE_THREADS = min(8, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class _Slice:
+    """:func:`compare_output`'s figures over one slice; ``first_wrong`` is an index into it."""
+
+    wrong: int
+    unwritten: int
+    max_abs: float | None
+    max_rel: float | None
+    nan: int
+    infinite: int
+    first_wrong: int
+
+
+def _compare_slice(got_raw: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> _Slice:
     got = got_raw.astype(np.float64)
     never = unwritten(got_raw.dtype, got_raw)
     with np.errstate(invalid="ignore"):  # inf - inf
@@ -131,25 +191,14 @@ def compare_output(
     if written.any():
         max_abs = float(error[written].max())
         max_rel = float((error[written] / np.maximum(np.abs(expected[written]), 1e-30)).max())
-    comparison = OutputComparison(
-        name,
-        got.size,
+    return _Slice(
         int(wrong.sum()),
         int(never.sum()),
         max_abs,
         max_rel,
-        nan=int(np.isnan(got).sum()),
-        infinite=int((~never & np.isinf(error)).sum()),
-    )
-    if not wrong.any():
-        return comparison
-    first = int(np.argmax(wrong))
-    where = np.unravel_index(first, shape) if math.prod(shape) == got.size and len(shape) > 1 else (first,)
-    return replace(
-        comparison,
-        first_wrong=f"{name}[{', '.join(map(str, where))}]",
-        got=float(got[first]),
-        expected=float(expected[first]),
+        int(np.isnan(got).sum()),
+        int((~never & np.isinf(error)).sum()),
+        int(np.argmax(wrong)) if wrong.size else 0,
     )
 
 

@@ -30,7 +30,16 @@ from autograder.backends.base import (
     Timing,
     Unsupported,
 )
-from autograder.cases import GroupCase, group_cases, prepare, prepare_group, program, timing_requests
+from autograder.cases import (
+    Background,
+    GroupCase,
+    group_cases,
+    prepare,
+    prepare_group,
+    prepare_with_expected,
+    program,
+    timing_requests,
+)
 from autograder.checks import SCORERS
 from autograder.compare import CaseOutcome, judged
 from autograder.feedback import LINE_BYTES, capped
@@ -74,6 +83,8 @@ class CaseRunner:
         self.deadline = deadline
         self._cache: dict[tuple, list[CaseOutcome]] = {}
         self._cross_checks: dict[str, list[sanitize.SanitizerRun]] = {}
+        self._timing_requests: dict[str, Background] = {}  # drawn ahead (prefetch_timings)
+        self._drawn: dict[tuple[str, int], Background] = {}  # a gating case drawn ahead, by (group, index)
         self.stalled = False  # a launch of the student's kernel did not finish
 
     def capabilities(self, role: str) -> Capabilities:
@@ -115,8 +126,9 @@ class CaseRunner:
             return replace(outcome, error="not run: the submission's time limit was reached")
         student = source_kind == "student"
         started = time.monotonic()
+        drawn = self._drawn.pop((ref.group, ref.index), None) if backend is self.roles["grading"][0] else None
         try:
-            prepared = prepare(self.spec, source, ref, self.case_s)
+            prepared = drawn.result() if drawn and student else prepare(self.spec, source, ref, self.case_s)
             launch = self._limited(prepared.launch, backend, ref) if student else prepared.launch
             started = time.monotonic()  # the launch's own time, not the reference's it is limited by
             judgement = judged(outcome, self.spec, prepared, backend.launch(launch))
@@ -144,10 +156,33 @@ class CaseRunner:
             replace(launch, instruction_limit=max(WORK_FLOOR, WORK_MULTIPLE * counted)) if counted else launch
         )
 
+    def prefetch_timings(self, groups: list[str]) -> None:
+        """Draw the cases of timed ``groups`` in the background while the other items run: the
+        inputs (and the numpy reference's outputs) of the student's gating launches on the grading
+        backend, and the timing's input sets; the same values :meth:`run` and :meth:`timings`
+        would draw. Nothing when the grading backend cannot time."""
+        if self.why_untimed() is not None:
+            return
+        student = self.sources["student"]
+        for group in groups:
+            if group in self._timing_requests:
+                continue
+            gate = []
+            for ref in group_cases(self.spec, group, self.secret):
+                gate.append(Background(prepare_with_expected, self.spec, student, ref, self.case_s))
+                self._drawn[(group, ref.index)] = gate[-1]
+            requests = timing_requests(self.spec, self.sources, group, self.secret, self.case_s)
+            self._timing_requests[group] = Background(_after, gate, list, requests)
+
     def timings(self, group: str) -> list[Timing]:
         """Student against reference on the grading backend, each case with its physical floor."""
         grading = self.roles["grading"][0]
-        requests = timing_requests(self.spec, self.sources, group, self.secret, self.case_s)
+        drawn = self._timing_requests.pop(group, None)
+        requests = (
+            drawn.result()
+            if drawn
+            else timing_requests(self.spec, self.sources, group, self.secret, self.case_s)
+        )
         return [
             performance.with_floor(grading.time(r), performance.minimum_work(self.spec, r.case))
             for r in requests
@@ -165,6 +200,13 @@ class CaseRunner:
         if group not in self._cross_checks:
             self._cross_checks[group] = sanitize.cross_check(self.launches(group))
         return self._cross_checks[group]
+
+
+def _after(first: list[Background], function: Callable, *args):
+    """``function(*args)`` once ``first`` are done: the gating cases, needed first, get the cores."""
+    for drawn in first:
+        drawn.wait()
+    return function(*args)
 
 
 def _fault(outcome: CaseOutcome, message: str) -> CaseOutcome:
@@ -262,6 +304,9 @@ def _grade_assignment(
         reference_counters.load(course.reference_counters(name)) if sources["reference"] is None else None
     )
     runner = CaseRunner(spec, sources, backends, secret, course.rubric.limits.case_s, deadline, recorded)
+    runner.prefetch_timings(
+        [i.cases for i in items if i.check == "performance" and performance.is_timed(i.metric)]
+    )
     for item in items:
         result = check_item(item, runner)
         if cross_check and item.check in sanitize.CROSS_CHECKED:

@@ -98,6 +98,8 @@ def open_backends(name: str, compile_s: float = 60, emulator_mb: float | None = 
         else select_backend("emulator", compile_s, emulator_mb)
     )
     try:
+        for backend in {id(b): b for b in (grading, safety)}.values():
+            backend.prestart()  # both workers start at once, while the grader reads the submission
         yield Backends(grading=grading, safety=safety)
     finally:
         grading.close()

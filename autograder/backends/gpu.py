@@ -119,21 +119,19 @@ class GpuBackend(Backend):
     def launch(self, launch: Launch) -> LaunchResult:
         function = self.function(launch.program, launch.shared_bytes)
         buffers = [arg for arg in launch.args if isinstance(arg, Buffer)]
-        staged = {b.name: _padded(b, self.canary_bytes) for b in buffers}
         allocations = {}
         with self.active():
             try:
                 with self.cuda_failures(launch.program, LaunchFailure):
-                    for name, padded in staged.items():
-                        allocations[name] = self._to_device(padded)
+                    for b in buffers:
+                        allocations[b.name] = self._to_device(b)
                     elapsed_ms, stdout = self._run(function, launch, allocations)
-                    for name, padded in staged.items():
-                        self.driver.memcpy_dtoh(padded, allocations[name])
+                    back = {b.name: self._from_device(b, allocations[b.name]) for b in buffers}
             finally:
                 self._free(allocations.values())
         return LaunchResult(
-            outputs={b.name: _contents(b, staged[b.name], self.canary_bytes) for b in buffers},
-            findings=[f for b in buffers for f in _canary_findings(b, staged[b.name], self.canary_bytes)],
+            outputs={name: contents for name, (contents, _zones) in back.items()},
+            findings=[f for b in buffers for f in _zone_findings(b, *back[b.name][1])],
             stdout=stdout,
             elapsed_ms=elapsed_ms,
         )
@@ -218,10 +216,32 @@ class GpuBackend(Backend):
             pause = min(2 * pause, 1e-3)
         end.synchronize()  # also flushes the kernel's printf buffer
 
-    def _to_device(self, padded: np.ndarray):
-        allocation = self.driver.mem_alloc(padded.nbytes)
-        self.driver.memcpy_htod(allocation, padded)
+    def _to_device(self, buffer: Buffer):
+        """One allocation laid out as :func:`_padded` shows: canary, the buffer's bytes, canary.
+
+        The zones are set on the device and the bytes copied straight from the buffer, not
+        through a padded copy on the host (a 2**26-element case has three 256 MiB buffers)."""
+        data = np.ascontiguousarray(buffer.data).reshape(-1).view(np.uint8)
+        canary = self.canary_bytes
+        allocation = self.driver.mem_alloc(2 * canary + data.size)
+        if canary:
+            self.driver.memset_d8(allocation, CANARY_BYTE, canary)
+            self.driver.memset_d8(int(allocation) + canary + data.size, CANARY_BYTE, canary)
+        if data.size:
+            self.driver.memcpy_htod(int(allocation) + canary, data)
         return allocation
+
+    def _from_device(self, buffer: Buffer, allocation) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """The buffer's contents after the launch, and its two canary zones."""
+        canary = self.canary_bytes
+        contents = np.empty(buffer.data.size, dtype=buffer.data.dtype)
+        before, after = np.empty(canary, np.uint8), np.empty(canary, np.uint8)
+        if contents.nbytes:
+            self.driver.memcpy_dtoh(contents, int(allocation) + canary)
+        if canary:
+            self.driver.memcpy_dtoh(before, allocation)
+            self.driver.memcpy_dtoh(after, int(allocation) + canary + contents.nbytes)
+        return contents, (before, after)
 
     def _free(self, allocations) -> None:
         if self._failure is not None:  # the memory goes with the process
@@ -262,7 +282,8 @@ def _describe(error, survived: bool) -> str:
 
 
 def _padded(buffer: Buffer, canary: int) -> np.ndarray:
-    """The buffer's bytes between two canary zones of ``canary`` bytes, as one host array."""
+    """The buffer's bytes between two canary zones of ``canary`` bytes, as one host array: the
+    device allocation's layout (``GpuBackend._to_device`` builds it on the device)."""
     data = np.ascontiguousarray(buffer.data).reshape(-1).view(np.uint8)
     padded = np.full(2 * canary + data.size, CANARY_BYTE, dtype=np.uint8)
     padded[canary : canary + data.size] = data
@@ -281,10 +302,15 @@ def _kernel_arg(arg, allocations: dict, canary: int):
 
 
 def _canary_findings(buffer: Buffer, padded: np.ndarray, canary: int) -> list[Finding]:
+    return _zone_findings(buffer, padded[:canary], padded[canary + buffer.data.nbytes :])
+
+
+def _zone_findings(buffer: Buffer, before_zone: np.ndarray, after_zone: np.ndarray) -> list[Finding]:
+    """A finding for each canary zone (the bytes before and after the buffer) with a changed byte."""
     n = buffer.data.size
     itemsize = buffer.data.dtype.itemsize
-    before = np.flatnonzero(padded[:canary] != CANARY_BYTE) - canary
-    after = np.flatnonzero(padded[canary + n * itemsize :] != CANARY_BYTE)
+    before = np.flatnonzero(before_zone != CANARY_BYTE) - before_zone.size
+    after = np.flatnonzero(after_zone != CANARY_BYTE)
     zones = [
         (np.unique(before // itemsize), "before the start"),
         (n + np.unique(after // itemsize), "past the end"),

@@ -16,6 +16,6 @@ if ! "$PY" -c "import pycuda.driver" 2>/dev/null; then
     (cd /tmp/pycuda-build/pycuda-* && CUDA_ROOT=/usr/local/cuda \
         "$PY" -m pip wheel --no-build-isolation --no-deps -w "$OUT" .) >"$OUT/pycuda-build.log" 2>&1 \
         || { tail -40 "$OUT/pycuda-build.log"; exit 1; }
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$OUT"/pycuda-*.whl || exit 1
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$SITE" "$OUT"/pycuda-*.whl || exit 1
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader

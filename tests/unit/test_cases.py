@@ -5,6 +5,7 @@ import pytest
 
 from autograder.backends.base import Buffer, Scalar
 from autograder.cases import (
+    Background,
     GroupCase,
     case_seed,
     find_case,
@@ -12,6 +13,7 @@ from autograder.cases import (
     make_inputs,
     prepare,
     prepare_group,
+    random_array,
     reference_outputs,
     sentinel,
 )
@@ -133,3 +135,29 @@ def test_a_reference_output_of_the_wrong_size_is_a_spec_error_not_a_broadcast():
     spec = dataclasses.replace(SPEC, reference=reference)
     with pytest.raises(SpecError, match="1 value of y; y has 1000"):
         reference_outputs(spec, CASE, make_inputs(spec, CASE, 1))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "int8", "uint32"])
+@pytest.mark.parametrize("size", [0, 1, 7, 100_003])
+def test_random_arrays_are_those_of_a_plain_negation(dtype, size):
+    """The sign bit flipped in place gives the very values np.negative(where=...) gave."""
+    ours = random_array(np.random.default_rng(size), dtype, size)
+    rng = np.random.default_rng(size)
+    kind = np.dtype(dtype)
+    if kind.kind == "f":
+        plain = rng.random(size, dtype=np.float64 if kind.itemsize > 4 else np.float32) + 0.5
+    else:
+        plain = rng.integers(1, 100, size, dtype=np.int64 if kind.kind == "i" else np.uint64)
+    if kind.kind != "u":
+        np.negative(plain, out=plain, where=rng.integers(0, 2, size, dtype=np.uint8).view(bool))
+    plain = plain.astype(dtype)
+    assert ours.dtype == plain.dtype and ours.tobytes() == plain.tobytes()
+    assert size == 0 or (ours != 0).all()
+
+
+def test_a_background_result_is_its_value_or_its_exception():
+    assert Background(sum, [1, 2, 3]).result() == 6
+    failing = Background(lambda: 1 / 0)
+    failing.wait()  # waits without raising
+    with pytest.raises(ZeroDivisionError):
+        failing.result()

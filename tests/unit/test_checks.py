@@ -283,3 +283,43 @@ def test_jargon_is_explained_once_where_it_first_appears():
     )
     output = traffic(item("traffic", metric="shared_load_wavefronts", full_at=1.0, zero_at=4.0), runs).output
     assert '("shared_load_wavefronts":' in output and "bank conflict" in output
+
+
+def _whole(got_raw, expected, rtol, atol):
+    """compare_output's figures in one pass over the whole array (as it was before slicing)."""
+    got = got_raw.astype(np.float64)
+    never = np.isnan(got) if got_raw.dtype.kind == "f" else got_raw == np.iinfo(got_raw.dtype).min
+    with np.errstate(invalid="ignore"):
+        error = np.abs(got - expected)
+        within = np.where(np.isfinite(expected), error <= atol + rtol * np.abs(expected), got == expected)
+    wrong, written = never | ~within, ~never & np.isfinite(error)
+    maxima = (None, None)
+    if written.any():
+        relative = error[written] / np.maximum(np.abs(expected[written]), 1e-30)
+        maxima = (float(error[written].max()), float(relative.max()))
+    first = int(np.argmax(wrong)) if wrong.any() else None
+    counts = (
+        int(wrong.sum()),
+        int(never.sum()),
+        int(np.isnan(got).sum()),
+        int((~never & np.isinf(error)).sum()),
+    )
+    return counts, maxima, first
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_a_large_output_compared_in_slices_gives_the_figures_of_one_pass(dtype, monkeypatch):
+    monkeypatch.setattr("autograder.compare.CHUNK", 1000)  # 50 slices, on threads
+    rng = np.random.default_rng(3)
+    expected = np.round(rng.uniform(-50, 50, 50_000))
+    got = expected.astype(dtype)
+    sentinel = np.nan if dtype == "float32" else np.iinfo(np.int32).min
+    got[[1234, 1235, 40_000]] = sentinel
+    got[[7_777, 31_000]] += 1
+    if dtype == "float32":
+        got[20_000], expected[20_001], got[20_001] = np.inf, -np.inf, -np.inf
+    c = compare_output("y", got, expected, (got.size,), rtol=1e-5, atol=1e-6)
+    (wrong, unwritten, nan, infinite), (max_abs, max_rel), first = _whole(got, expected, 1e-5, 1e-6)
+    assert (c.wrong, c.unwritten, c.nan, c.infinite) == (wrong, unwritten, nan, infinite)
+    assert (c.max_abs_error, c.max_rel_error) == (max_abs, max_rel)
+    assert c.first_wrong == f"y[{first}]" == "y[1234]"

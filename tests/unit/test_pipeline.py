@@ -5,8 +5,17 @@ import pytest
 
 from autograder import pipeline, sanitize
 from autograder.backends import Backends
-from autograder.backends.base import Capabilities, CompileError, Finding, LaunchFailure, Unsupported
+from autograder.backends.base import (
+    Buffer,
+    Capabilities,
+    CompileError,
+    Finding,
+    LaunchFailure,
+    Timing,
+    Unsupported,
+)
 from autograder.backends.worker import WorkerError
+from autograder.cases import group_cases, prepare, timing_requests
 from autograder.feedback import scrubbed
 from autograder.model import read_course
 from autograder.report import write_report
@@ -318,3 +327,52 @@ def test_scrubbing_keeps_what_a_student_wrote():
     assert (
         scrubbed("at /tmp/grade-x1/vector_add.cu:5 and /usr/local/cuda/bin/x") == "at vector_add.cu:5 and x"
     )
+
+
+class Timed(FakeBackend):
+    """A grading backend that times (it records what it is asked to launch and to time)."""
+
+    def __init__(self):
+        super().__init__("gpu", Capabilities(measures_time=True, runs_natively=True))
+        self.launched, self.requests = [], []
+
+    def launch(self, launch):
+        self.launched.append(launch)
+        return super().launch(launch)
+
+    def time(self, request):
+        self.requests.append(request)
+        return Timing(request.case, 1.0, 1.0, 0.001, 0.001, 30, len(request.student), "fake")
+
+
+def _arrays(launch):
+    return [(a.name, a.data.dtype, a.data.tobytes()) for a in launch.args if isinstance(a, Buffer)]
+
+
+def test_cases_drawn_ahead_for_timing_are_those_drawn_in_turn(course, submit):
+    """The gating launches and the timing's input sets, drawn in the background, are bit for bit
+    what cases.prepare and cases.timing_requests draw for the same seed."""
+    timed = Timed()
+    graded = grade(course, Backends(grading=timed, safety=FakeBackend()), submit(vec=VEC_SOURCE), seed=5)
+    performance = next(r for r in graded.items if r.item.check == "performance")
+    assert performance.score == 1.0
+    spec, limit = course.specs["vec"], course.rubric.limits.case_s
+    sources = {"student": VEC_SOURCE, "reference": (course.root / "reference/vec.cu").read_text()}
+    gate = [prepare(spec, VEC_SOURCE, ref, limit).launch for ref in group_cases(spec, "perf", 5)]
+    launched = [launch for launch in timed.launched if launch.args[-1].value == 1024]
+    assert [_arrays(launch) for launch in launched] == [_arrays(launch) for launch in gate]
+    [request] = timed.requests
+    [expected] = timing_requests(spec, sources, "perf", 5, limit)
+    assert [_arrays(launch) for launch in request.student] == [_arrays(launch) for launch in expected.student]
+    assert (request.reference, request.case, request.rtol) == (
+        expected.reference,
+        expected.case,
+        expected.rtol,
+    )
+
+
+VEC_SOURCE = """
+def vec(ctx, a, b, c, n):
+    c[:n] = a[:n] + b[:n]
+    ctx.count("global_load_values", 2 * n)
+"""

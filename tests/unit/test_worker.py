@@ -1,7 +1,9 @@
 import contextlib
 import os
 import signal
+import threading
 import time
+from multiprocessing.connection import Pipe
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +20,7 @@ from autograder.backends.base import (
     Program,
     Scalar,
 )
-from autograder.backends.worker import WorkerBackend, WorkerError
+from autograder.backends.worker import SHARED_BYTES, WorkerBackend, WorkerError, receive, send
 
 from .fake_backend import FakeBackend
 
@@ -208,3 +210,40 @@ def test_the_worker_goes_first_under_memory_pressure_and_its_data_is_capped():
         assert capped.launch(launch(ADD)).outputs["x"].tolist() == [2, 2, 2, 2]
     finally:
         capped.close()
+
+
+def test_large_arrays_cross_in_shared_memory_bit_for_bit():
+    n = SHARED_BYTES  # elements: every array below is over the threshold
+    arrays = {
+        "random": np.random.default_rng(0).random(n, np.float32),
+        "poisoned": np.full(n, np.nan, np.float32),  # one value throughout: sent as that value
+        "sentinel": np.full((n // 2, 2), np.iinfo(np.int32).min, np.int32),
+        "half": np.full(n, -0.0, np.float16),
+        "almost": np.r_[np.zeros(n, np.float64), 1.0],
+        "small": np.arange(5),
+    }
+    left, right = Pipe()
+    try:
+        sender = threading.Thread(target=send, args=(left, ("ok", arrays)))
+        sender.start()
+        status, received = receive(right)
+        sender.join()
+    finally:
+        left.close()
+        right.close()
+    assert status == "ok"
+    for name, sent in arrays.items():
+        got = received[name]
+        assert (got.dtype, got.shape, got.flags.writeable) == (sent.dtype, sent.shape, True), name
+        assert got.tobytes() == sent.tobytes(), name
+
+
+def test_a_large_launch_runs_in_the_worker(worker):
+    big = Launch(
+        Program(ADD, "k.cu", "k"),
+        (1, 1, 1),
+        (4, 1, 1),
+        (Buffer("x", np.ones(1 << 20, np.float32), is_output=True), Scalar("n", 1 << 20)),
+        time_limit_s=10,
+    )
+    assert (worker.launch(big).outputs["x"] == 2).all()
