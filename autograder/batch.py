@@ -39,7 +39,6 @@ import time
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
-from importlib.metadata import version
 from pathlib import Path
 
 import yaml
@@ -47,13 +46,14 @@ import yaml
 from autograder import packaging
 from autograder.backends import holds_a_gpu, resolve_where
 from autograder.model import Course
-from autograder.results import fallback_results
+from autograder.results import fallback_results, grader_version
 
 EXPORT_METADATA = "submission_metadata.yml"
 CLASS_FILE = "class.json"
 MAX_RETRIES = 3  # Ray retries a task whose worker or node died; never a grading failure
 GRADE_MARGIN_S = 120  # past the rubric's submission limit, a grade subprocess is stopped
 OUTPUTS = ("results.json", "report.json", "report.md", "grade.log")
+TASK_UNSET = ("AUTOGRADER_COURSE", "AUTOGRADER_GPU_URL", "AUTOGRADER_GPU_TOKEN")  # left out of a task's grade
 
 
 class BatchError(Exception):
@@ -223,7 +223,7 @@ def submission_key(files: dict[str, bytes], submission: Submission, settings: Se
     return digest(
         files,
         settings.course_key,
-        version("cuda-autograder"),
+        grader_version(),
         submission_seed(settings.seed, submission),
         settings.backend,
         sorted(settings.assignments),
@@ -249,7 +249,8 @@ def grade_files(course: dict[str, bytes], files: dict[str, bytes], seed: int, se
         command += ["--course", str(root / "course"), "--backend", settings.backend, "--seed", str(seed)]
         command += ["--results", str(root / "out/results.json"), "--report", str(root / "out/report")]
         command += [arg for name in settings.assignments for arg in ("--assignment", name)]
-        env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_COURSE"}
+        # the course is the one written here, and a GPU service is never asked from inside a task
+        env = {k: v for k, v in os.environ.items() if k not in TASK_UNSET}
         try:
             run = subprocess.run(
                 command,
@@ -436,6 +437,25 @@ def class_seed(out: Path, seed: int | None) -> int:
     return earlier if isinstance(earlier, int) else secrets.randbits(63)
 
 
+def start_ray(address: str | None, settings: Settings, course_key: str):
+    """Join the Ray cluster at ``address`` (None: start an embedded one); return ``settings`` with
+    the backend resolved on that cluster, and ``grade_files`` as a task holding what it needs."""
+    import ray  # the batch extra; not in the base install
+
+    ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    gpus_present = ray.cluster_resources().get("GPU", 0) > 0
+    settings = replace(settings, backend=resolve_where(settings.backend, gpus_present), course_key=course_key)
+    task = ray.remote(grade_files).options(
+        num_cpus=1, num_gpus=settings.gpus, max_retries=MAX_RETRIES, retry_exceptions=False
+    )
+    return settings, task
+
+
+def lost_task(error: Exception) -> dict:
+    """What a task whose worker or node died every time it was tried answers, in its stead."""
+    return {"exit": None, "reason": f"the grading task failed: {type(error).__name__}", "files": {}}
+
+
 def grade_class(
     submissions: list[Submission],
     course: Course,
@@ -456,15 +476,8 @@ def grade_class(
     course_data = course_files(course)
     shown = shown or (lambda outcome, running: None)
     outcomes: dict[str, Outcome] = {}
-    ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    settings, task = start_ray(address, settings, digest(course_data))
     try:
-        gpus_present = ray.cluster_resources().get("GPU", 0) > 0
-        settings = replace(
-            settings, backend=resolve_where(settings.backend, gpus_present), course_key=digest(course_data)
-        )
-        task = ray.remote(grade_files).options(
-            num_cpus=1, num_gpus=settings.gpus, max_retries=MAX_RETRIES, retry_exceptions=False
-        )
         slots = int(ray.cluster_resources().get("GPU" if settings.gpus else "CPU", 1))
         course_ref = ray.put(course_data)
         pending = {}
@@ -483,7 +496,7 @@ def grade_class(
             try:
                 answer = ray.get(ready[0])
             except ray.exceptions.RayError as e:  # its worker or node died MAX_RETRIES + 1 times
-                answer = {"exit": None, "reason": f"the grading task failed: {type(e).__name__}", "files": {}}
+                answer = lost_task(e)
             outcomes[submission.id] = store(out, submission, key, answer, course)
             shown(outcomes[submission.id], min(len(pending), slots))
     finally:

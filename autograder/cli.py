@@ -13,7 +13,16 @@ from pathlib import Path
 
 import click
 
-from autograder import authoring, class_table, discovery, gradescope_zip, packaging, pipeline, policy
+from autograder import (
+    authoring,
+    class_table,
+    discovery,
+    gpu_service,
+    gradescope_zip,
+    packaging,
+    pipeline,
+    policy,
+)
 from autograder import handout as handout_package
 from autograder.backends import NAMES, open_backends, select_backend
 from autograder.backends.base import BackendError
@@ -21,7 +30,7 @@ from autograder.cases import find_case, prepare
 from autograder.compiler import nvrtc_problem
 from autograder.emulator.profile import profile_data, profile_table
 from autograder.feedback import counted, for_student, two_decimals
-from autograder.model import Course, ItemResult, read_course
+from autograder.model import Course, Grade, ItemResult, read_course
 from autograder.report import write_report
 from autograder.results import build_results, fallback_results, write_results
 from autograder.rubric import RubricError
@@ -103,8 +112,25 @@ def main():
     help="GPU only: also run the bounds and barriers items' cases under compute-sanitizer "
     "(a cross-check, unscored).",
 )
+@click.option(
+    "--gpu-url",
+    envvar=gpu_service.URL_VARIABLE,
+    show_envvar=True,
+    default=None,
+    help="A GPU grading service (autograder serve) for the items not run here, with the token "
+    f"in {gpu_service.TOKEN_VARIABLE} (default: the course's {gpu_service.CONFIG_FILE}, if any).",
+)
 def grade(
-    submission, course_root, backend, rubric_path, results_path, report_path, seed, assignments, sanitize
+    submission,
+    course_root,
+    backend,
+    rubric_path,
+    results_path,
+    report_path,
+    seed,
+    assignments,
+    sanitize,
+    gpu_url,
 ):
     """Grade SUBMISSION (a directory of <assignment>.cu files) into results.json.
 
@@ -121,6 +147,7 @@ def grade(
             graded = pipeline.grade_submission(
                 submission, course, backends, seed, list(assignments) or None, progress_printer(), sanitize
             )
+        graded = with_gpu_service(graded, course, submission, gpu_url, started)
         results = build_results(graded, rubric)
     except BaseException as e:  # KeyboardInterrupt, SystemExit, Terminated too: results.json comes first
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not stop this write
@@ -132,6 +159,17 @@ def grade(
     if report_path:
         optional("the TA report", write_report, report_path, graded, submission)
     click.echo(f"{points_summary(graded.items)} -> {results_path}")
+
+
+def with_gpu_service(
+    graded: Grade, course: Course, submission: Path, url: str | None, started: float
+) -> Grade:
+    """The items not run here graded by the GPU service, when one is configured, within the
+    submission's time limit (``gpu_service``); each item it changes shown as it comes."""
+    service = gpu_service.configured(course.root, url)
+    remaining_s = course.rubric.limits.submission_s - (time.monotonic() - started)
+    wait_s = gpu_service.wait_within(remaining_s)
+    return gpu_service.completed(graded, course, submission, service, wait_s, progress=progress_printer())
 
 
 class Terminated(BaseException):
@@ -440,16 +478,57 @@ def built(build, *args) -> list[str]:
     show_default=True,
     help="Where to write the zip.",
 )
+@click.option(
+    "--gpu-url",
+    default=None,
+    help="A GPU grading service (autograder serve) that grades the items needing a GPU "
+    "(docs/gpu-service.md); needs --gpu-token-file.",
+)
+@click.option(
+    "--gpu-token-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="The file holding the course's one token for --gpu-url.",
+)
 @course_option
-def gradescope(assignments, out, course_root):
+def gradescope(assignments, out, gpu_url, gpu_token_file, course_root):
     """Write the autograder.zip to upload to Gradescope, grading ASSIGNMENTS (docs/gradescope.md).
 
     Every item of every one of ASSIGNMENTS is in each student's results.json (0 with the reason
-    where a file is missing), so the total is the rubric's whatever was submitted.
+    where a file is missing), so the total is the rubric's whatever was submitted. With --gpu-url,
+    the zip's gpu-service.json sends the items that need a GPU to that service.
     """
     course = course_or_usage_error(course_root)
-    entries = built(gradescope_zip.build, course, known_assignments(course, assignments, "ASSIGNMENTS"), out)
+    names = known_assignments(course, assignments, "ASSIGNMENTS")
+    service = baked_service(gpu_url, gpu_token_file)
+    entries = built(gradescope_zip.build, course, names, out, packaging.CHECKOUT, service)
     click.echo(f"{out}: {len(entries)} files; upload it on Gradescope (docs/gradescope.md)")
+
+
+def baked_service(url: str | None, token_file: Path | None) -> gpu_service.Service | None:
+    """The service ``--gpu-url`` and ``--gpu-token-file`` name, or None; a usage error if only one does."""
+    if (url is None) != (token_file is None):
+        raise click.UsageError("--gpu-url and --gpu-token-file go together")
+    if url is None:
+        return None
+    problem = gpu_service.url_problem(url)
+    if problem:
+        raise click.BadParameter(problem, param_hint="--gpu-url")
+    tokens = read_tokens(token_file)
+    if len(tokens) != 1:
+        raise click.BadParameter(
+            f"{token_file.name} holds {len(tokens)} tokens; give a file with the one this course uses",
+            param_hint="--gpu-token-file",
+        )
+    return gpu_service.Service(url, tokens[0].secret)
+
+
+def read_tokens(path: Path) -> list[gpu_service.Token]:
+    """The tokens of a token file, or a clean error naming its bad line."""
+    try:
+        return gpu_service.read_tokens(path)
+    except (OSError, ValueError) as e:
+        raise click.ClickException(str(e)) from e
 
 
 @main.command()
@@ -638,3 +717,62 @@ def class_report(batch_dir, out):
     except ClassReportError as e:
         raise click.ClickException(str(e)) from e
     click.echo(f"class report -> {index}")
+
+
+@main.command()
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (TLS: a reverse proxy)."
+)
+@click.option("--port", type=int, default=8000, show_default=True, help="Port to listen on.")
+@click.option(
+    "--token-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    help="The callers' tokens, one a line, each `token` or `name:token` (the name is for the log).",
+)
+@click.option(
+    "--address", default=None, help="A Ray cluster to join (default: an embedded one on this machine)."
+)
+@click.option(
+    "--backend",
+    type=click.Choice(NAMES),
+    default="gpu",
+    show_default=True,
+    help="Where the kernels run (auto: gpu when the Ray cluster has a GPU).",
+)
+@click.option(
+    "--deadline",
+    "deadline_s",
+    type=click.FloatRange(min=1),
+    default=600,
+    show_default=True,
+    help="Seconds a job may wait and run; past it, its items say not run.",
+)
+@click.option(
+    "--per-minute",
+    type=click.IntRange(min=1),
+    default=120,
+    show_default=True,
+    help="Requests a minute per token.",
+)
+@click.option(
+    "--concurrent", type=click.IntRange(min=1), default=100, show_default=True, help="Jobs at once per token."
+)
+@course_option
+def serve(host, port, token_file, address, backend, deadline_s, per_minute, concurrent, course_root):
+    """The GPU grading service that Gradescope's autograder calls: POST /v1/grade, GET /v1/health.
+
+    Each job is graded as `autograder grade` grades it, on a Ray worker (one GPU each on a GPU);
+    docs/gpu-service.md says how to run it behind a TLS proxy and on a cluster.
+    """
+    try:  # fastapi, uvicorn and limits come with the serve extra; no grading command needs them
+        import uvicorn
+
+        from autograder import serve as service
+    except ImportError as e:
+        message = f"autograder serve needs {e.name}: pip install 'cuda-autograder[serve]'"
+        raise click.ClickException(message) from e
+    course = course_or_usage_error(course_root)
+    settings = service.ServeSettings(backend, deadline_s, per_minute, concurrent, address)
+    app = service.create_app(course, settings, read_tokens(token_file))
+    uvicorn.run(app, host=host, port=port)

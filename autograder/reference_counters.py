@@ -18,13 +18,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from importlib.metadata import version
 from pathlib import Path
 
 from autograder.backends.base import Counters
 from autograder.cases import group_cases
 from autograder.compare import CaseOutcome
 from autograder.performance import is_timed
+from autograder.results import grader_version
 from autograder.rubric import Item
 from autograder.spec import Spec
 
@@ -48,7 +48,7 @@ def document(name: str, groups: dict[str, list[CaseOutcome]]) -> dict:
             )
     return {
         "assignment": name,
-        "grader": version("cuda-autograder"),
+        "grader": grader_version(),
         "format": FORMAT,
         "groups": {
             group: [{"case": o.params, "totals": o.counters.totals} for o in outcomes]

@@ -33,6 +33,7 @@ def report_data(grade: Grade, submission: Path) -> dict:
                 "score": r.score,
                 "max_score": r.item.points,
                 "regrade": r.regrade,
+                "not_run": r.not_run,
                 "output": capped(r.output, ITEM_OUTPUT_BYTES),
                 "evidence": r.evidence,
             }

@@ -6,6 +6,7 @@ on four submissions) is tests/delivery/test_gradescope_zip.py.
 
 from __future__ import annotations
 
+import json
 import stat
 import zipfile
 
@@ -13,7 +14,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from autograder import cli, gradescope_zip, packaging
+from autograder import cli, gpu_service, gradescope_zip, packaging
 from autograder.rubric import load_rubric
 
 from .conftest import write
@@ -21,7 +22,7 @@ from .conftest import write
 
 def build(course_root, out, *names):
     return CliRunner().invoke(
-        cli.main, ["gradescope", *names, "--course", str(course_root), "--out", str(out)]
+        cli.main, ["gradescope", *map(str, names), "--course", str(course_root), "--out", str(out)]
     )
 
 
@@ -103,3 +104,38 @@ def test_the_scripts_are_the_checkouts_own(course_root, tmp_path, script):
     build(course_root, tmp_path / "autograder.zip", "vec")
     with zipfile.ZipFile(tmp_path / "autograder.zip") as archive:
         assert archive.read(script) == (packaging.CHECKOUT / script).read_bytes()
+
+
+def test_a_gpu_service_is_baked_in_with_its_token_readable_by_the_grader_alone(course_root, tmp_path):
+    tokens = tmp_path / "course-token"
+    tokens.write_text("# for autograder.zip\ngradescope:" + "k" * 32 + "\n")
+    url = "https://gpu.example.edu"
+    outcome = build(course_root, tmp_path / "a.zip", "vec", "--gpu-url", url, "--gpu-token-file", tokens)
+    assert outcome.exit_code == 0, outcome.output
+    with zipfile.ZipFile(tmp_path / "a.zip") as archive:
+        baked = json.loads(archive.read(gpu_service.CONFIG_FILE))
+        mode = stat.S_IMODE(archive.getinfo(gpu_service.CONFIG_FILE).external_attr >> 16)
+        archive.extractall(tmp_path / "source")
+    assert baked == {"url": url, "token": "k" * 32} and mode == 0o600
+    assert gpu_service.configured(tmp_path / "source") == gpu_service.Service(url, "k" * 32)
+    build(course_root, tmp_path / "b.zip", "vec")
+    with zipfile.ZipFile(tmp_path / "b.zip") as archive:
+        assert gpu_service.CONFIG_FILE not in archive.namelist()
+
+
+@pytest.mark.parametrize(
+    "options, tokens, words",
+    [
+        (["--gpu-url", "https://gpu.example.edu"], None, "--gpu-url and --gpu-token-file go together"),
+        (["--gpu-url", "gpu.example.edu:8443"], "k" * 32, "is not http(s)://HOST[:PORT]"),
+        (["--gpu-url", "https://gpu.example.edu"], "a:" + "k" * 32 + "\nb:" + "j" * 32, "holds 2 tokens"),
+        (["--gpu-url", "https://gpu.example.edu"], "secret", "a token is at least 16 characters"),
+    ],
+)
+def test_a_gpu_service_needs_a_url_and_the_one_token(course_root, tmp_path, options, tokens, words):
+    if tokens is not None:
+        (tmp_path / "tokens").write_text(tokens)
+        options = [*options, "--gpu-token-file", tmp_path / "tokens"]
+    outcome = build(course_root, tmp_path / "autograder.zip", "vec", *options)
+    assert outcome.exit_code != 0 and words in outcome.output, outcome.output
+    assert not (tmp_path / "autograder.zip").exists()

@@ -31,6 +31,8 @@ GRADING = {
     "gradescope_zip",
     "authoring",
     "class_report",
+    "serve",
+    "gpu_service",
 }
 
 
@@ -109,25 +111,39 @@ def test_the_checks_above_catch_what_they_look_for():
     assert "autograder.cases" in imports(ast.parse("def f():\n    from autograder.cases import prepare\n"))
 
 
-# jinja2 and matplotlib come with the batch extra (pyproject.toml) and only class-report uses them
-WITHOUT_THE_BATCH_EXTRA = """
+# jinja2 and matplotlib come with the batch extra (pyproject.toml) and only class-report uses them;
+# fastapi and uvicorn with the serve extra, and only serve uses them
+WITHOUT_THE_EXTRAS = """
 import sys
 class Missing:
     def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in ("jinja2", "matplotlib"):
+        if name.partition(".")[0] in ("jinja2", "matplotlib", "fastapi", "uvicorn"):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, Missing())
 import autograder.cli, autograder.pipeline
-extra = ("jinja2", "matplotlib", "ray", "rich", "autograder.class_report")
+extra = ("jinja2", "matplotlib", "ray", "rich", "fastapi", "uvicorn", "limits", "autograder.class_report",
+         "autograder.serve")
 print(sorted(m for m in extra if m in sys.modules))
-autograder.cli.main(["class-report", sys.argv[1]])
+autograder.cli.main(sys.argv[1:])
 """
 
 
-def test_the_grading_commands_need_nothing_of_the_batch_extra(tmp_path):
+@pytest.mark.parametrize(
+    "command, message",
+    [
+        (["class-report", "{tmp}"], "the class report needs jinja2: pip install 'cuda-autograder[batch]'"),
+        (
+            ["serve", "--token-file", "{tmp}/tokens"],
+            "autograder serve needs uvicorn: pip install 'cuda-autograder[serve]'",
+        ),
+    ],
+)
+def test_the_grading_commands_need_nothing_of_the_batch_or_serve_extras(tmp_path, command, message):
+    (tmp_path / "tokens").write_text("t" * 20 + "\n")
+    arguments = [word.format(tmp=tmp_path) for word in command]
     done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_THE_BATCH_EXTRA, str(tmp_path)], capture_output=True, text=True
+        [sys.executable, "-c", WITHOUT_THE_EXTRAS, *arguments], capture_output=True, text=True
     )
     assert done.stdout.splitlines()[0] == "[]", done.stdout + done.stderr
     assert done.returncode == 1
-    assert "the class report needs jinja2: pip install 'cuda-autograder[batch]'" in done.stderr
+    assert message in done.stderr
