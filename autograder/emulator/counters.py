@@ -86,6 +86,9 @@ def sectors(warps: np.ndarray, addr: np.ndarray, nbytes: int, full_warps: bool =
     return distinct_per_warp(np.concatenate([warps, warps])[order], np.concatenate([first, last])[order])
 
 
+FEW_WARPS = 16  # up to this many warps with different address patterns: one memo lookup each
+
+
 class BankModel:
     """Wavefronts of shared-memory requests, memoised by each warp's address pattern."""
 
@@ -99,10 +102,13 @@ class BankModel:
         reads ``words_per_lane`` consecutive words from ``words``."""
         if full_warps and words.size % 32 == 0 and words.size:
             rows = words.reshape(-1, 32)
-            rel = rows - rows[:, :1]
+            rel = rows - rows[:, :1]  # a warp's count depends only on its words relative to one
             if (rel == rel[0]).all():
                 count, minimum = self._row(rel[0], words_per_lane)
                 return count * rows.shape[0], minimum * rows.shape[0]
+            if rows.shape[0] <= FEW_WARPS:
+                counts = [self._row(r, words_per_lane) for r in rel]
+                return sum(c for c, _ in counts), sum(m for _, m in counts)
         if words_per_lane > 1:
             words = (words[:, None] + np.arange(words_per_lane)).reshape(-1)
             warps = np.repeat(warps, words_per_lane)

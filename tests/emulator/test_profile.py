@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from autograder.backends.base import Buffer, Scalar
 from autograder.emulator.counters import BankModel
@@ -36,15 +37,31 @@ def test_json_report_carries_findings(rng):
     assert "out_of_bounds_write" in profile_table(result, OOB, "kernel.cu")
 
 
+def direct_wavefronts(warps: np.ndarray, words: np.ndarray, per_lane: int = 1) -> tuple[int, int]:
+    """(wavefronts, minimum) counted warp by warp, word by word."""
+    expected = expected_min = 0
+    for w in np.unique(warps):
+        distinct = np.unique((words[warps == w][:, None] + np.arange(per_lane)).ravel())
+        expected += np.bincount(distinct % 32, minlength=32).max()
+        expected_min += (distinct.size + 31) // 32
+    return expected, expected_min
+
+
 def test_wavefronts_of_partial_warps_match_a_direct_count(rng):
     model = BankModel()
     for _ in range(20):
         lanes = np.sort(rng.choice(128, rng.integers(1, 128), replace=False))
         words = rng.integers(0, 96, lanes.size)
         warps = lanes // 32
-        expected = expected_min = 0
-        for w in np.unique(warps):
-            distinct = np.unique(words[warps == w])
-            expected += np.bincount(distinct % 32, minlength=32).max()
-            expected_min += (distinct.size + 31) // 32
-        assert model.wavefronts(warps, words, False) == (expected, expected_min)
+        assert model.wavefronts(warps, words, False) == direct_wavefronts(warps, words)
+
+
+@pytest.mark.parametrize("n_warps", [2, 16, 17, 64])
+@pytest.mark.parametrize("per_lane", [1, 2, 4])
+def test_wavefronts_of_full_warps_with_different_patterns_match_a_direct_count(rng, n_warps, per_lane):
+    model = BankModel()
+    warps = np.repeat(np.arange(n_warps), 32)
+    for _ in range(5):
+        words = rng.integers(0, 200, warps.size) * per_lane  # each warp its own pattern
+        expected = direct_wavefronts(warps, words, per_lane)
+        assert model.wavefronts(warps, words, True, per_lane) == expected
