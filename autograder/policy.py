@@ -34,6 +34,8 @@ CUDA_HEADERS = frozenset(
         "device_launch_parameters.h",
         "cooperative_groups.h",
         "cooperative_groups/reduce.h",
+        "cooperative_groups/scan.h",
+        "cooperative_groups/memcpy_async.h",
     }
 )
 ALLOWED_HEADERS = CUDA_HEADERS | frozenset(STANDARD_HEADERS)

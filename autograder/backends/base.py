@@ -70,6 +70,9 @@ class Launch:
     # Lane instructions after which a backend that counts them ends the launch with an
     # ``instruction_budget`` finding (None: the backend's own budget); others ignore it.
     instruction_limit: int | None = None
+    # A cooperative launch (cuLaunchCooperativeKernel): every block resident at once, so that
+    # cooperative_groups' grid.sync() works; a grid larger than the GPU holds is refused.
+    cooperative: bool = False
 
 
 # Finding kinds, and the rubric check each one belongs to.

@@ -52,6 +52,7 @@ from autograder.backends.base import (
     Program,
     Timing,
     TimingRequest,
+    Unsupported,
 )
 from autograder.backends.gpu_timing import time_case
 from autograder.compiler import compile_cubin
@@ -117,6 +118,7 @@ class GpuBackend(Backend):
         self.function(program)
 
     def launch(self, launch: Launch) -> LaunchResult:
+        refuse_cooperative(launch)
         function = self.function(launch.program, launch.shared_bytes)
         buffers = [arg for arg in launch.args if isinstance(arg, Buffer)]
         allocations = {}
@@ -138,6 +140,8 @@ class GpuBackend(Backend):
 
     def time(self, request: TimingRequest) -> Timing:
         """Time a kernel against the reference, interleaved (``gpu_timing.py``)."""
+        for launch in request.student:
+            refuse_cooperative(launch)
         return time_case(self, request)
 
     def close(self) -> None:
@@ -268,6 +272,17 @@ class GpuBackend(Backend):
         except self.driver.Error:
             return False
         return True
+
+
+def refuse_cooperative(launch: Launch) -> None:
+    """PyCUDA has no cooperative launch (cuLaunchCooperativeKernel), and an ordinary one
+    leaves grid.sync() without its workspace: it traps ("unspecified launch failure")."""
+    if launch.cooperative:
+        raise Unsupported(
+            f"{launch.program.filename}: the gpu backend cannot make a cooperative launch "
+            "(cudaLaunchCooperativeKernel), which this kernel needs for grid.sync(); the "
+            "emulator backend runs it"
+        )
 
 
 def _describe(error, survived: bool) -> str:

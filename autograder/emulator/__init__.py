@@ -7,7 +7,8 @@ left as calls (``__noinline__``), ``program.py`` decodes it once into instructio
 ``access.py`` the memory instructions with their diagnostics, ``memory.py`` the memory
 spaces, ``shadow.py`` the race/initialisation shadow of shared memory, ``collective.py``
 the warp instructions and printf, ``wmma.py`` the warp matrix instructions,
-``counters.py`` the traffic counters, ``profile.py`` their report, ``findings.py`` the
+``mma.py`` the ``mma.sync`` and ``ldmatrix``/``stmatrix`` instructions in the ISA's fragment
+layouts, ``counters.py`` the traffic counters, ``profile.py`` their report, ``findings.py`` the
 collapsing of findings, ``special.py`` what each special register reads (as on an H200:
 ``%clock64`` advances, ``%nsmid`` is 132; nothing tells a kernel it is checked).
 ``isa.py`` is what they share: PTX's types and their dtypes, the decoded instruction and
@@ -23,19 +24,18 @@ KiB, parameters that do not match the launch, ``__device__`` variables over the 
 Imports run one way, none inside a function; each module imports only modules below it:
 ``machine.py`` on top; the front end ``program.py`` -> ``inline.py`` -> ``ptx.py``; the op
 table ``ops.py`` -> ``collective.py`` -> ``aborts.py`` -> ``access.py`` (and ``wmma.py`` ->
-``access.py``); ``special.py``; ``barriers.py`` -> ``limits.py`` -> ``memory.py``;
-``access.py`` -> ``memory.py`` (-> ``shadow.py``), ``counters.py``, ``findings.py``; and
-``isa.py`` at the bottom, which imports no other
+``access.py``, ``mma.py`` -> ``wmma.py``, ``access.py``); ``special.py`` -> ``ptx.py``; ``barriers.py`` ->
+``limits.py`` -> ``memory.py``; ``access.py`` -> ``memory.py`` (-> ``shadow.py``),
+``counters.py``, ``findings.py``; and ``isa.py`` at the bottom, which imports no other
 module of the emulator. An executor gets the chunk it runs on (and through ``chunk.m`` the
 ``Machine``) as an argument, so nothing below ``machine.py`` imports it.
 
 Known limits: no recursive device functions, calls through function pointers or calls to
 functions the module does not define (other than ``printf`` and ``assert``'s
 ``__assertfail``), no indirect branches (``brx.idx``), no textures/surfaces,
-no ``mma.sync``/``match.sync``/grid-wide sync, no bf16 arithmetic (its conversions are
-supported), wmma only m16n16k16 with f16 inputs; f64 ``fma`` rounds twice; spin locks
-inside a block and counted named barriers (see ``machine.py``); the reserved shared memory
-of cooperative groups' tiles over 32 threads (``special.py``)."""
+``mma.sync`` only m16n8k*, wmma only m16n16k16 with f16 inputs; grid sync only in a
+cooperative launch (``barriers.py``); f64 ``fma`` rounds twice; spin locks on plain loads
+inside a block and counted named barriers (see ``machine.py``)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,22 @@
-"""Warp-level instructions (shfl.sync, vote.sync, activemask, redux.sync, bar.warp.sync) and
-calls to functions the module does not define (only ``vprintf``, which is how ``printf``
-compiles; its output is captured, and ``__assertfail``, how a failed ``assert`` compiles:
-``aborts.py``; the module's own device functions are inlined: ``inline.py``).
+"""Warp-level instructions (shfl.sync, vote.sync, match.sync, activemask, redux.sync,
+bar.warp.sync) and calls to functions the module does not define (only ``vprintf``, which
+is how ``printf`` compiles; its output is captured, and ``__assertfail``, how a failed
+``assert`` compiles: ``aborts.py``; the module's own device functions are inlined:
+``inline.py``).
 
 Warps are 32 consecutive linear thread ids of a block (the last one may be partial). Lanes
 of one warp that are at the same PC run together, so a collective sees every lane of the
 warp that reached it; an inactive or exited source lane of a shuffle yields its stale
-register (the hardware leaves that undefined)."""
+register (the hardware leaves that undefined).
+
+``match.sync`` honours its member mask: a lane compares its value with the lanes of its
+mask that run the instruction with it. A lane of the mask that has exited takes no part,
+as on an H200 (measured: with lanes 16-31 exited, ``__match_all_sync(0xffffffff, v)`` of
+equal values gives 0x0000ffff and true). Limit: a live lane of the mask at another PC
+takes no part either, where an H200 waits for it and matches it at its own ``match.sync``
+(measured: the two halves of a warp at two different ``match.any.sync`` instructions, full
+mask, are matched as one warp); the emulator matches only the lanes of one instruction, as
+it shuffles and votes."""
 
 from __future__ import annotations
 
@@ -93,6 +103,49 @@ def build_vote(ins, ch):
         put(idx, (every if mode == "all" else some if mode == "any" else every | ~some)[group])
 
     return run
+
+
+def build_match(ins, ch):
+    """``match.any.sync.{b32,b64} d, a, mask``: the lanes of ``mask`` whose ``a`` equals
+    this lane's; ``match.all.sync.{b32,b64} d|p, a, mask``: the lanes of ``mask`` that run
+    it, and true, if they all hold the same ``a``, else 0 and false."""
+    mode = next(m for m in ins.mods if m in ("any", "all"))
+    dst = ins.operands[0]
+    d, p = (dst.items[0], dst.items[1]) if isinstance(dst, Vec) else (dst, None)
+    value = ch.src(ins.operands[1], dtype_of(ins.type))
+    member = ch.src(ins.operands[2], np.uint32)
+    put_d = ch.dst(d, np.uint32)
+    put_p = ch.dst(p, np.bool_) if p is not None else None
+
+    def run(idx):
+        lanes = ch.all_lanes if idx is None else idx
+        mask = np.broadcast_to(member(idx), lanes.shape)
+        same, present = _equal_lanes(ch, lanes, np.broadcast_to(value(idx), lanes.shape))
+        if mode == "any":
+            put_d(idx, same & mask)
+            return
+        every = (same & mask) == (present & mask)
+        put_d(idx, np.where(every, present & mask, np.uint32(0)))
+        if put_p is not None:
+            put_p(idx, every)
+
+    return run
+
+
+def _equal_lanes(ch, lanes: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per lane: the bits of the lanes of its warp (among ``lanes``) holding its value, and
+    the bits of every lane of its warp (among ``lanes``)."""
+    bits = np.uint32(1) << (ch.lane_tid[lanes] % 32).astype(np.uint32)
+    starts, group = _groups(ch, lanes)
+    present = np.bitwise_or.reduceat(bits, starts)[group]
+    order = np.lexsort((values, group))  # by warp, then by value: runs of equal values
+    warps, sorted_values = group[order], values[order]
+    new = np.ones(lanes.size, bool)
+    new[1:] = (warps[1:] != warps[:-1]) | (sorted_values[1:] != sorted_values[:-1])
+    runs = np.flatnonzero(new)
+    same = np.empty(lanes.size, np.uint32)
+    same[order] = np.bitwise_or.reduceat(bits[order], runs)[np.cumsum(new) - 1]
+    return same, present
 
 
 def build_activemask(ins, ch):

@@ -18,8 +18,11 @@ refuses 232 449, the launch fails with "invalid argument"); parameters that do n
 assignment's arguments; ``__device__`` variables over the emulator's cap of 256 MiB (a grader
 limit, documented as such: its worker's data is capped at ``limits.emulator_mb``, 2 GiB by
 default, and each launch holds its own copy) or over the H200's memory (where loading the
-module fails with ``CUDA_ERROR_OUT_OF_MEMORY``). A barrier's thread count is checked when the
-barrier is reached (``barriers.py``)."""
+module fails with ``CUDA_ERROR_OUT_OF_MEMORY``); a cooperative launch (``Launch.cooperative``)
+of more blocks than the H200 holds at once (``co_resident_blocks``: 132 SMs times what one
+holds by warps, block slots and shared memory; registers, which ptxas decides, are not
+counted) is refused as CUDA refuses it, "too many blocks in cooperative launch". A barrier's
+thread count is checked when the barrier is reached (``barriers.py``)."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ import numpy as np
 from autograder.backends.base import CompileError, LaunchFailure, Program
 from autograder.emulator.isa import Imm, Instr, immediate_bits
 from autograder.emulator.memory import local_bytes
+from autograder.emulator.special import BLOCK_SLOTS, RESERVED_SMEM, SM_COUNT, SMEM_UNIT, WARP_SLOTS
 from autograder.feedback import counted
 
 MAX_LOCAL_BYTES = 512 << 10  # local memory per thread, CUDA's limit for compute capability 9.0
@@ -38,6 +42,7 @@ MODULE_DATA_CAP = 256 << 20  # __device__ variables the emulator holds (a grader
 GPU_MEMORY_BYTES = 143_771 << 20  # an H200's memory, as nvidia-smi reports it
 BARRIERS = 16  # named barriers per block
 MAX_BLOCK_THREADS = 1024
+SM_SHARED_BYTES = 233_472  # shared memory per SM (228 KiB), of which each block reserves 1 KiB
 H200 = "an H200 (sm_90)"
 
 
@@ -140,6 +145,8 @@ def check_launch(variables, params, launch) -> None:
     _check_parameters(params, launch)
     _check_dynamic_shared(variables, launch)
     _check_module_data(variables, launch.program)
+    if launch.cooperative:
+        _check_co_resident(variables, launch)
 
 
 def _check_geometry(grid, block) -> None:
@@ -173,6 +180,40 @@ def _check_dynamic_shared(variables, launch) -> None:
             f"dynamic shared memory per block on top of the kernel's {static:,} bytes of "
             f"__shared__ variables; {H200} allows at most {SHARED_OPTIN_BYTES:,} bytes (227 KiB) "
             "of shared memory per block (CUDA error: invalid argument)"
+        )
+
+
+def co_resident_blocks(variables, launch) -> tuple[int, str]:
+    """The blocks of ``launch`` an H200 holds at once, and the resource that bounds them: its
+    SMs times the blocks one SM holds by threads, block slots and shared memory. Registers
+    are not counted (ptxas decides them, the emulator never meets it), so this is an upper
+    bound for a kernel with many."""
+    warps = -(-int(np.prod(launch.block)) // 32)
+    shared = static_shared_bytes(variables)
+    if launch.shared_bytes:
+        shared = dynamic_shared_start(variables) + launch.shared_bytes
+    per_block = _align(shared, SMEM_UNIT) + RESERVED_SMEM
+    per_sm = {
+        f"an SM runs {WARP_SLOTS * 32:,} threads": WARP_SLOTS // warps,
+        f"an SM holds {BLOCK_SLOTS} blocks": BLOCK_SLOTS,
+        f"an SM has {SM_SHARED_BYTES:,} bytes of shared memory and a block takes {per_block:,}, "
+        f"with the {RESERVED_SMEM:,} it reserves": SM_SHARED_BYTES // per_block,
+    }
+    bound = min(per_sm, key=per_sm.__getitem__)
+    return SM_COUNT * per_sm[bound], bound
+
+
+def _check_co_resident(variables, launch) -> None:
+    blocks = int(np.prod(launch.grid))
+    most, bound = co_resident_blocks(variables, launch)
+    if blocks > most:
+        threads = int(np.prod(launch.block))
+        raise LaunchFailure(
+            f"{launch.program.filename}: the cooperative launch of kernel {launch.program.kernel} "
+            f"asks for {counted(blocks, 'block')} of {counted(threads, 'thread')}, but {H200} "
+            f"holds at most {most:,} such blocks at once ({SM_COUNT} SMs x {most // SM_COUNT}: "
+            f"{bound}), and every block of a cooperative launch must be resident together (CUDA "
+            "error: too many blocks in cooperative launch)"
         )
 
 

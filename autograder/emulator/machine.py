@@ -10,7 +10,10 @@ copes with any unstructured control flow NVRTC emits, and reconverges at the fir
 where diverged paths meet again (lanes that skipped ahead wait while the lower PCs catch
 up), which for the structured code of CUDA kernels is the immediate post-dominator. It is
 GPUOcelot's choice too. Lanes of different blocks are scheduled together; blocks do not
-synchronise with each other, so this is legal.
+synchronise with each other, so this is legal. A cooperative launch whose kernel syncs the
+grid is one chunk, so that its blocks can wait for each other (``barriers.GridBarrier``);
+one whose kernel never does runs one block a chunk, block 0 first: a legal order, in which
+a forgotten ``grid.sync()`` before block 0 collects the others' results shows.
 
 Fast path: while every runnable lane of the chunk is at one PC ("converged") the scheduler
 runs instructions back to back without masks or PC arrays; register-only instructions then
@@ -25,10 +28,15 @@ threads, or with threads waiting at different barriers, is ``barrier_divergence`
 as the hardware releases it (exited threads do not hold a barrier up) so outputs stay
 GPU-like; different barrier ids waiting on each other is a ``deadlock``.
 
+Spin-waits: lanes that loop back over an acquire load or atomic (``ld.acquire``,
+``atom.acq_rel``: how cooperative groups' tiles of more than a warp wait for each other's
+warps) while other lanes can run yield to them, and take their turn again once nothing else
+can run; otherwise the lowest PC would spin forever ahead of the lanes it waits for.
+
 Limits: the lowest PC always runs first, so a lock that one thread of a block spins on
-while another holds it (legal under Volta's independent thread scheduling) spins until
-the instruction budget; ``bar.sync`` with a thread count is treated as a whole-block
-barrier (a count the GPU refuses is refused: ``barriers.py``)."""
+with plain or volatile loads while another holds it (legal under Volta's independent
+thread scheduling) spins until the instruction budget; ``bar.sync`` with a thread count is
+treated as a whole-block barrier (a count the GPU refuses is refused: ``barriers.py``)."""
 
 from __future__ import annotations
 
@@ -43,11 +51,12 @@ from autograder.backends.base import (
     Buffer,
     Finding,
     Launch,
+    LaunchFailure,
     Program,
     Unsupported,
 )
 from autograder.emulator.access import narrow_shared_access
-from autograder.emulator.barriers import barrier_id, resolve
+from autograder.emulator.barriers import GridBarrier, barrier_id, resolve, uncooperative_sync
 from autograder.emulator.counters import BankModel, Tally, warp_count
 from autograder.emulator.findings import FindingLog, dim3, fmt3
 from autograder.emulator.isa import (
@@ -89,11 +98,12 @@ from autograder.emulator.memory import (
 from autograder.emulator.ops import build_executor, instruction_kind, lane_flops
 from autograder.emulator.program import decode_ptx
 from autograder.emulator.ptx import Kernel
-from autograder.emulator.special import LaunchRegisters, clock_getter
+from autograder.emulator.special import LaunchRegisters, clock_getter, reserved_shared
 from autograder.emulator.special import read as read_special
 
 CLOCKS = frozenset(Sreg(name) for name in CLOCK_REGISTERS)
 NEVER = 1 << 62  # no lane outside the converged ones can run before them
+YIELDED = 1 << 32  # added to the PC of lanes yielding at a spin-wait (below BIG: they can run)
 STORAGE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 DEFAULT_BUDGET = 4_000_000_000  # lane instructions per launch
 CHUNK_BYTES = 160 << 20  # a chunk's registers, local and shared memory (one block at least)
@@ -214,7 +224,8 @@ class Machine:
         self.symbols: dict[str, int] = {}
         self._place_arguments()
         self.layout = SharedLayout(
-            [v for v in self.kernel.variables if v.space == "shared"], launch.shared_bytes
+            reserved_shared(self.program) + [v for v in self.kernel.variables if v.space == "shared"],
+            launch.shared_bytes,
         )
         self.local_size = local_bytes(self.kernel.variables)
         self.shadow_unit = decoded.shadow_unit
@@ -263,9 +274,12 @@ class Machine:
 
     # ----- running -----------------------------------------------------------
     def run(self) -> None:
+        self.grid_barrier = GridBarrier(self) if self.launch.cooperative else None
         per_block = self.threads * (self._register_bytes() + self.local_size + 48)
         per_block += self.layout.block_bytes * 6
         blocks = max(1, min(CHUNK_BYTES // per_block, MAX_CHUNK_LANES // self.threads))
+        if self.grid_barrier:  # a grid sync waits for every block (limits.py bounds the grid);
+            blocks = self.n_blocks if self.grid_barrier.arrivals else 1  # none: block 0 first, alone
         try:
             with np.errstate(all="ignore"):
                 for first in range(0, self.n_blocks, blocks):
@@ -284,6 +298,11 @@ class Machine:
                     line=ins.line,
                 )
             )
+        except LaunchFailure as failure:
+            explained = uncooperative_sync(self, failure)
+            if explained is None:
+                raise
+            raise explained from failure
 
     def _register_bytes(self) -> int:
         return sum(storage_dtype(t).itemsize for t in self.kernel.registers.values()) + 8 * len(
@@ -516,6 +535,7 @@ class Chunk:
         targets = [ins.target for ins in m.program]
         exits = {k for k, ins in enumerate(m.program) if m.kinds[k] == EXIT and ins.guard is None}
         leaves = [target in exits for target in targets]  # a branch straight to an exit: a return
+        spins = spin_waits(m.program)
         tally_lanes, tally_warps = m.tally.lanes, m.tally.warps
         warp_of = self.warp_of
         n = self.n
@@ -578,7 +598,11 @@ class Chunk:
                     target = targets[i]
                     if leaves[i] and sel_n:
                         self.exit_pc[self.all_lanes if sel is None else sel] = i
-                    if sel_n == act_n:
+                    if spins[i] and sel_n and (stop_at < BIG or sel_n < act_n):  # others run first
+                        pc[self.all_lanes if act is None else act] = i + 1
+                        pc[self.all_lanes if sel is None else sel] = target + YIELDED
+                        converged = False
+                    elif sel_n == act_n:
                         cur = target
                     elif sel_n == 0:
                         cur = i + 1
@@ -602,6 +626,9 @@ class Chunk:
                     cur = i + 1
                 continue
             low = pc.min()
+            if YIELDED <= low < BIG:  # only lanes that yielded at spin-waits can run: their turn
+                pc[pc < BIG] -= YIELDED
+                continue
             if low >= BIG:
                 if not (status == WAIT).any():
                     self.steps = steps
@@ -636,6 +663,18 @@ class Chunk:
         """No lane can run and some wait at barriers: resolve every block's barrier."""
         resolve(self)
         return int(np.count_nonzero(self.status == RUN))
+
+
+def spin_waits(program: list[Instr]) -> list[bool]:
+    """Per instruction: is it the back-edge of a loop whose body holds an acquire load or
+    atomic (a spin-wait, see the module's docstring)?"""
+    acquires = np.cumsum(
+        [0] + [ins.op in ("ld", "atom") and bool({"acquire", "acq_rel"} & set(ins.mods)) for ins in program]
+    )
+    return [
+        ins.op == "bra" and 0 <= ins.target <= k and acquires[k + 1] > acquires[ins.target]
+        for k, ins in enumerate(program)
+    ]
 
 
 def _registers(kernel: Kernel, n: int) -> dict[str, np.ndarray]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.backends.base import Unsupported
-from autograder.emulator import aborts, access, collective, wmma
+from autograder.emulator import aborts, access, collective, mma, wmma
 from autograder.emulator.isa import (
     BAR,
     BRA,
@@ -52,6 +52,8 @@ def reads_a_clock(ins: Instr) -> bool:
 def lane_flops(ins: Instr) -> int:
     if ins.op == "wmma" and "mma" in ins.mods:
         return wmma.MMA_LANE_FLOPS
+    if ins.op == "mma":
+        return mma.lane_flops(ins)
     if not ins.types or ins.types[-1] not in ("f16", "bf16", "f32", "f64", "f16x2", "bf16x2"):
         return 0
     pairs = 2 if ins.types[-1].endswith("x2") else 1
@@ -87,11 +89,15 @@ MOVES_BITS = frozenset({"ld", "ldu", "st", "mov", "cvt", "selp", "shfl", "wmma",
 
 
 def _packed_types(ins: Instr, builder):
-    """f16x2 arithmetic works on the two halves of each 32-bit register; bf16 arithmetic is
-    not emulated (its conversions are)."""
+    """f16x2 arithmetic works on the two halves of each 32-bit register, bf16 and bf16x2
+    arithmetic on their values (``build_bf16``), ``setp.bf16`` compares values (``build_setp``)."""
     packed = ins.types[-1] if ins.types else None
     if packed == "f16x2" and ins.op in HALF_PAIR_OPS:
         return build_half_pairs
+    if packed in ("bf16", "bf16x2") and (ins.op in BF16_OPS or ins.op == "set"):
+        return build_bf16
+    if packed == "bf16" and ins.op == "setp":
+        return builder
     if packed in ("bf16", "bf16x2", "f16x2") and ins.op not in MOVES_BITS:
         raise Unsupported(f"{packed} arithmetic")
     return builder
@@ -571,6 +577,9 @@ def build_setp(ins, ch):
     puts = [ch.dst(d, np.bool_) for d in dsts]
     d_view = ch.view(dsts[0], np.bool_)
     a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
+    if ins.type == "bf16":  # compare the values the bits stand for
+        a, b = (lambda idx, get=get: bf16_values(get(idx)) for get in (a, b))
+        a_full = b_full = None
     if (
         len(dsts) == 1
         and combine is None
@@ -682,14 +691,14 @@ def build_cvt(ins, ch):
     dst_type, src_type = ins.types[0], ins.types[1]
     rounding = next((m for m in ins.mods if m in ROUNDING), None)
     sat = "sat" in ins.mods
-    if "bf16" in (dst_type, src_type) or "bf16x2" in (dst_type, src_type):
+    if dst_type == "tf32":
+        return lanewise(ins, ch, lambda a: tf32_bits(a, rounding, "satfinite" in ins.mods), src_type, "u32")
+    if src_type == "bf16":  # exactly the f32 whose top half it is, converted from there
         return lanewise(
-            ins,
-            ch,
-            lambda a: convert_bf16(a, dst_type, src_type),
-            src_type=src_type,
-            dst_type=dst_type if dst_type != "bf16" else "u16",
+            ins, ch, lambda a: convert(bf16_values(a), dst_type, "f32", rounding, sat), src_type, dst_type
         )
+    if dst_type in ("bf16", "bf16x2"):
+        return build_cvt_to_bf16(ins, ch, rounding or "rn")
     return lanewise(
         ins, ch, lambda a: convert(a, dst_type, src_type, rounding, sat), src_type=src_type, dst_type=dst_type
     )
@@ -719,15 +728,152 @@ def convert(a, dst_type: str, src_type: str, rounding: str | None, sat: bool):
     return a.astype(dt)  # integer truncation or sign/zero extension by the source's type
 
 
-def convert_bf16(a, dst_type: str, src_type: str):
-    if src_type == "bf16":  # bf16 bits are the top half of an f32
-        f = (np.asarray(a).astype(np.uint32) << np.uint32(16)).view(np.float32)
-        return f.astype(dtype_of(dst_type))
-    f = np.asarray(a).astype(np.float32)
+def build_cvt_to_bf16(ins: Instr, ch, rounding: str):
+    """``cvt.{rn,rz,rm,rp}{.relu}.bf16`` from a float or an integer, rounded once from the
+    exact value; ``.bf16x2.f32 d, a, b`` puts ``a`` in the upper half, ``b`` in the lower."""
+    src_type = ins.types[1]
+    relu = "relu" in ins.mods
+
+    def to_bf16(a):
+        return bf16_bits(*exactly(a, src_type), rounding, relu)
+
+    if ins.types[0] == "bf16x2":
+        return lanewise(ins, ch, lambda a, b: (to_bf16(a) << np.uint32(16)) | to_bf16(b), src_type, "u32")
+    return lanewise(ins, ch, to_bf16, src_type, "u16")
+
+
+def exactly(a, type_: str):
+    """Values of a PTX type as (hi, lo) f64 with hi + lo exact: 64-bit integers in two parts."""
+    a = np.asarray(a)
+    if dtype_of(type_).kind == "f" or a.itemsize < 8:
+        return a.astype(np.float64), 0.0
+    high = (a >> 32).astype(np.float64) * 2.0**32  # arithmetic shift for s64
+    return two_sum(high, (a & 0xFFFFFFFF).astype(np.float64))
+
+
+def tf32_bits(a, rounding: str | None, satfinite: bool) -> np.ndarray:
+    """``cvt.{rna,rn,rz}{.satfinite}.tf32.f32``: an f32 with its low 13 bits rounded away
+    (.rna: ties away from zero); NaN is the canonical 0x7FFFFFFF, .satfinite clamps an
+    infinite result to the largest finite tf32."""
+    f = np.atleast_1d(np.asarray(a, np.float32))
     bits = f.view(np.uint32).astype(np.uint64)
-    rounded = (bits + np.uint64(0x7FFF) + ((bits >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16)
-    rounded = np.where(np.isnan(f), np.uint64(0x7FC0), rounded)
-    return rounded.astype(np.uint16)
+    if rounding == "rn":
+        bits = bits + 0xFFF + ((bits >> np.uint64(13)) & np.uint64(1))
+    elif rounding != "rz":
+        bits = bits + 0x1000
+    out = np.where(np.isinf(f), f.view(np.uint32), bits & np.uint64(0xFFFFE000)).astype(np.uint32)
+    if satfinite:
+        infinite = (out & np.uint32(0x7FFFFFFF)) == 0x7F800000
+        out = np.where(infinite, (out & np.uint32(0x80000000)) | np.uint32(0x7F7FE000), out)
+    return np.where(np.isnan(f), np.uint32(0x7FFFFFFF), out)
+
+
+# ----- bf16 -------------------------------------------------------------------------
+# A bf16 is the top half of an f32. Its arithmetic is computed exactly in f64 (the product of
+# two bf16 is exact there; TwoSum keeps the error of a sum) and rounded once, as the ISA's
+# .rn asks: to nearest, ties to even. A NaN result is the canonical 0x7FFF; min and max
+# order -0 below +0 and ignore a NaN operand (.NaN: return NaN).
+BF16_NAN = 0x7FFF
+BF16_ONE = 0x3F80
+
+
+def bf16_values(bits) -> np.ndarray:
+    """The f32 values of bf16 bits (the low 16 bits of each integer)."""
+    low = np.atleast_1d(np.asarray(bits)).astype(np.uint32) & np.uint32(0xFFFF)
+    return (low << np.uint32(16)).view(np.float32)
+
+
+def two_sum(a, b):
+    """(s, e): s = a + b rounded, s + e = a + b exactly (Knuth); e = 0 where s overflows."""
+    s = a + b
+    b_part = s - a
+    e = (a - (s - b_part)) + (b - b_part)
+    return s, np.where(np.isfinite(s), e, 0.0)
+
+
+def bf16_bits(hi, lo=0.0, rounding: str = "rn", relu: bool = False) -> np.ndarray:
+    """The bf16 (uint32, low 16 bits) of the exact value ``hi + lo`` (f64, ``lo`` at most
+    half an ulp of ``hi``), rounded to nearest even (rn), toward zero (rz), down (rm) or up
+    (rp); ``relu``: negatives become +0. First to f32 rounded to odd (truncated, with its
+    last bit set if anything was lost), which keeps what a second rounding needs: the
+    bf16 is rounded once from the exact value, never twice."""
+    hi = np.atleast_1d(np.asarray(hi, np.float64))
+    if relu:
+        hi, lo = np.where(hi < 0, 0.0, hi), np.where(hi < 0, 0.0, lo)
+    f = hi.astype(np.float32)
+    rest = (hi - f) + lo
+    inexact = (rest != 0) & np.isfinite(hi)
+    overshot = inexact & (np.signbit(rest) != np.signbit(f))
+    bits = (f.view(np.uint32).astype(np.uint64) - overshot) | inexact
+    top, low = bits >> np.uint64(16), bits & np.uint64(0xFFFF)
+    negative = (bits >> np.uint64(31)).astype(bool)
+    if rounding == "rn":
+        up = (low > 0x8000) | ((low == 0x8000) & (top & np.uint64(1)).astype(bool))
+    elif rounding in ("rm", "rp"):
+        up = (low != 0) & (negative if rounding == "rm" else ~negative)
+    else:
+        up = np.zeros(top.shape, bool)
+    return np.where(np.isnan(hi), np.uint64(BF16_NAN), top + up).astype(np.uint32)
+
+
+def _ordered(a, b, smaller: bool):
+    """min (``smaller``) or max of a and b: -0 below +0, a NaN operand ignored."""
+    beats = (a < b) if smaller else (a > b)
+    tie = (a == b) & (np.signbit(a) == smaller)
+    return np.where(beats | tie | np.isnan(b), a, b)
+
+
+# bf16 opcode -> the exact result (hi, lo) of one half's f64 values (and "set" compares)
+BF16_OPS = {
+    "add": two_sum,
+    "sub": lambda a, b: two_sum(a, -b),
+    "mul": lambda a, b: (a * b, 0.0),  # 8-bit significands: exact in f64
+    "fma": lambda a, b, c: two_sum(a * b, c),
+    "min": lambda a, b: (_ordered(a, b, True), 0.0),
+    "max": lambda a, b: (_ordered(a, b, False), 0.0),
+    "neg": lambda a: (-a, 0.0),
+    "abs": lambda a: (np.abs(a), 0.0),
+}
+
+
+def _bf16_result(ins: Instr):
+    """``f(values of one half of each source) -> result bits of that half``."""
+    if ins.op == "set":
+        if any(m in BOOL_OPS for m in ins.mods):
+            raise Unsupported("set.bf16 with a predicate operand")
+        compare = compare_fn(ins)
+        dst = ins.types[0]
+        true = BF16_ONE if dst.startswith("bf16") else 0xFFFF if ins.type == "bf16x2" else 0xFFFFFFFF
+        return lambda a, b: np.where(compare(a, b), np.uint32(true), np.uint32(0))
+    unknown = set(ins.mods) - set(ins.types) - {"rn", "relu", "NaN"}
+    if unknown:  # .xorsign.abs, .oob, .sat: not emulated
+        raise Unsupported(f"{ins.op}.{min(unknown)} on bf16")
+    exact = BF16_OPS[ins.op]
+    relu = "relu" in ins.mods
+    if "NaN" in ins.mods:  # min.NaN / max.NaN: a NaN operand makes the result NaN
+        return lambda a, b: bf16_bits(np.where(np.isnan(a) | np.isnan(b), np.nan, exact(a, b)[0]))
+    return lambda *values: bf16_bits(*exact(*values), relu=relu)
+
+
+def build_bf16(ins: Instr, ch):
+    """bf16 and bf16x2 arithmetic (each half of a bf16x2 on its own) and ``set``."""
+    pairs = ins.type == "bf16x2"
+    width = np.dtype(np.uint32 if pairs else np.uint16)
+    result = _bf16_result(ins)
+    gets = [ch.src(o, width) for o in ins.operands[1:]]
+    out_type = dtype_of(ins.types[0]) if ins.op == "set" else width
+    put = ch.dst(ins.operands[0], out_type)
+    shifts = (0, 16) if pairs else (0,)
+
+    def run(idx):
+        words = [np.asarray(get(idx)).astype(np.uint32) for get in gets]
+        out = np.uint32(0)
+        for shift in shifts:
+            values = [bf16_values(w >> np.uint32(shift)).astype(np.float64) for w in words]
+            out = out | (result(*values) << np.uint32(shift))
+        put(idx, out.astype(out_type))
+
+    return run
 
 
 def build_math(fn):
@@ -824,10 +970,14 @@ OPS = {
     "vote": collective.build_vote,
     "activemask": collective.build_activemask,
     "redux": collective.build_redux,
+    "match": collective.build_match,
     "bar": collective.build_bar_warp,
     "barrier": collective.build_bar_warp,
     "call": collective.build_call,
     "wmma": wmma.build_wmma,
+    "mma": mma.build_mma,
+    "ldmatrix": mma.build_ldmatrix,
+    "stmatrix": mma.build_stmatrix,
     "cp": access.build_cp_async,
     "membar": build_nop,
     "fence": build_nop,
@@ -849,10 +999,14 @@ PURE_OPS = frozenset(OPS) - {
     "vote",
     "activemask",
     "redux",
+    "match",
     "bar",
     "barrier",
     "call",
     "wmma",
+    "mma",
+    "ldmatrix",
+    "stmatrix",
     "cp",
     "trap",
     "bra",

@@ -25,10 +25,10 @@ def decode_ptx(ptx: str, lowered_name: str, filename: str) -> tuple[Kernel, list
 
 
 def decode(kernel: Kernel) -> list[Instr]:
-    return [_instr(k, s.text, s.line, kernel.labels) for k, s in enumerate(kernel.body)]
+    return [_instr(k, s.text, s.line, kernel.labels, kernel.registers) for k, s in enumerate(kernel.body)]
 
 
-def _instr(index: int, text: str, line: int | None, labels: dict[str, int]) -> Instr:
+def _instr(index: int, text: str, line: int | None, labels: dict[str, int], registers) -> Instr:
     guard = None
     body = text.strip()
     if body.startswith("@"):
@@ -37,7 +37,7 @@ def _instr(index: int, text: str, line: int | None, labels: dict[str, int]) -> I
     parts = body.split(None, 1)
     opcode = parts[0]
     op, *mods = opcode.split(".")
-    operands = tuple(_operand(o) for o in _split_operands(parts[1])) if len(parts) > 1 else ()
+    operands = tuple(_operand(o, registers) for o in _split_operands(parts[1])) if len(parts) > 1 else ()
     types = tuple(m for m in mods if m in TYPES)
     ins = Instr(index, op, tuple(mods), types, operands, guard, line, text.strip())
     if op == "bra" and operands and isinstance(operands[0], Sym):
@@ -62,31 +62,31 @@ def _split_operands(text: str) -> list[str]:
     return [o.strip("()").strip() if o.startswith("(") else o for o in out]
 
 
-def _operand(text: str) -> Operand:
+def _operand(text: str, registers) -> Operand:
     text = text.strip()
     if text.startswith("["):
-        return _address(text)
+        return _address(text, registers)
     if text.startswith("{"):
         items = [t.strip() for t in text.strip("{}").split(",")]
-        return Vec(tuple(None if t == "_" else _operand(t) for t in items))
+        return Vec(tuple(None if t == "_" else _operand(t, registers) for t in items))
     if "|" in text:  # "%r31|%p2": a value and a predicate destination
-        return Vec(tuple(_operand(t) for t in text.split("|")))
+        return Vec(tuple(_operand(t, registers) for t in text.split("|")))
     if text.startswith("!"):
         return Reg(text[1:], True)
     if text in SPECIAL_REGISTERS:
         return Sreg(text)
-    if text.startswith("%"):
+    if text.startswith("%") or text in registers:  # inline asm declares some without a %
         return Reg(text)
     if text[0].isdigit() or text[0] == "-":
         return Imm(text)
     return Sym(text)
 
 
-def _address(text: str) -> Addr:
+def _address(text: str, registers) -> Addr:
     match = _ADDR.match(text.replace(" ", ""))
     if match is None:
         raise ValueError(f"cannot parse address {text}")
     base_text, offset = match.groups()
     offset = int(offset.replace(" ", ""), 0) if offset else 0
-    base = _operand(base_text)
+    base = _operand(base_text, registers)
     return Addr(base, offset)

@@ -60,12 +60,24 @@ Each register, and what it reads:
     ``%cluster_nctaid`` 1, ``%cluster_ctarank`` 0 and ``%cluster_nctarank`` 1
 ``%current_graph_exec``
     0: the kernel was not launched from a CUDA graph
+``%envreg1``, ``%envreg2``
+    the high and the low half of the grid workspace's address (``cooperative_groups``'
+    ``this_grid()`` reads them): a cooperative launch's (``barriers.GridBarrier``), else 0,
+    so that ``is_valid()`` is false and ``grid.sync()`` traps, as on a GPU
+``%reserved_smem_offset_begin``, ``_end``, ``_cap``, ``_0``, ``_1``
+    the block's reserved shared memory (what sm_80 and later set aside for the system
+    software; cooperative groups keep the barriers and the exchange slots of tiles of
+    more than 32 threads there, at ``_1``): shared-window addresses of its start, of the
+    end of its part in use, and of its two offsets, and its size, laid out as an H200
+    lays them (measured: 0, 288, 0, 0 and 1024, the kernel's own shared variables from
+    1024 on) inside a region the emulator allocates before the kernel's own shared
+    variables, with its own red zone, for a kernel that reads one of them
+    (``reserved_shared``): an access outside the region is out of bounds like any other,
+    and the kernel's variables never overlap it
 
 Not emulated (:class:`~autograder.emulator.isa.NotEmulated`, naming the feature, when the
-instruction first runs): ``%reserved_smem_offset_begin/end/cap/0/1`` (the block's reserved
-shared memory, which cooperative groups' tiles of more than 32 threads use),
-``%pm0..7`` and ``%pm0_64..%pm7_64`` (performance monitor counters), ``%envreg0..31``
-(driver-defined environment registers).
+instruction first runs): ``%pm0..7`` and ``%pm0_64..%pm7_64`` (performance monitor
+counters), ``%envreg0``, ``%envreg3..31`` (driver-defined environment registers).
 
 Cost: the clock registers are computed when an instruction reads them (``ops`` makes such
 an instruction a ``SIDE`` one, so the scheduler hands its step count over before it runs);
@@ -78,7 +90,8 @@ import time
 
 import numpy as np
 
-from autograder.emulator.isa import NotEmulated
+from autograder.emulator.isa import NotEmulated, Sreg
+from autograder.emulator.ptx import Variable
 
 SM_COUNT = 132  # an H200's SMs: %nsmid
 WARP_SLOTS = 64  # resident warps an SM holds: %nwarpid
@@ -91,9 +104,10 @@ LONE_WARP_CPI = 3  # cycles per instruction of a warp alone on its SM (fits the 
 SM_SPREAD = 4_000_000  # cycles between the SMs' clocks, at most
 UPTIME_CYCLES = (20_000_000_000, 3_600_000_000_000)  # 10 s .. 30 min at 1.98 GHz
 AXES = {"x": 0, "y": 1, "z": 2}
+RESERVED = "%reserved_smem_offset_"
+RESERVED_REGION = "the block's reserved shared memory"  # how findings name it
+RESERVED_SMEM_OFFSETS = {"begin": 0, "end": 288, "0": 0, "1": 0}  # from its start, as an H200 reads them
 NOT_EMULATED = {
-    "%reserved_smem_offset": "the block's reserved shared memory, which cooperative groups' "
-    "tiles of more than 32 threads (tiled_partition<64> and larger) use",
     "%pm": "the performance monitor counters",
     "%envreg": "the driver-defined environment registers",
 }
@@ -144,10 +158,27 @@ def read(name: str, chunk):
         return _component(base, AXES[comp], chunk)
     if name in launch.sizes:
         return launch.sizes[name]
+    if name.startswith(RESERVED):
+        return _reserved(name.removeprefix(RESERVED), chunk)
+    if name in _WORKSPACE:
+        return _WORKSPACE[name](chunk)
     for prefix, feature in NOT_EMULATED.items():
         if name.startswith(prefix):
             raise NotEmulated(f"{name} ({feature}) is not emulated")
     return _UNSPLIT[name](chunk)
+
+
+def reserved_shared(program) -> list[Variable]:
+    """The block's reserved shared memory as a shared variable, for a kernel that reads
+    where it lies (``machine.py`` lays it out first); none for any other kernel."""
+    reads = any(type(o) is Sreg and o.name.startswith(RESERVED) for ins in program for o in ins.operands)
+    return [Variable(RESERVED_REGION, "shared", "b8", RESERVED_SMEM, 16)] if reads else []
+
+
+def _reserved(what: str, chunk) -> np.uint32:
+    if what == "cap":
+        return np.uint32(RESERVED_SMEM)
+    return np.uint32(chunk.shared.layout.offset[RESERVED_REGION] + RESERVED_SMEM_OFFSETS[what])
 
 
 def _component(base: str, axis: int, chunk):
@@ -179,6 +210,16 @@ def _warpid(chunk) -> np.ndarray:
     slot = chunk.lane_tid // 32 + (rounds * launch.warps_per_block)[chunk.lane_slot]
     return (slot % WARP_SLOTS).astype(np.uint32)
 
+
+def _workspace_half(shift: int):
+    def half(chunk) -> np.uint32:
+        grid = chunk.m.grid_barrier
+        return np.uint32(((grid.workspace if grid else 0) >> shift) & 0xFFFFFFFF)
+
+    return half
+
+
+_WORKSPACE = {"%envreg1": _workspace_half(32), "%envreg2": _workspace_half(0)}  # high, low
 
 _UNSPLIT = {  # the registers without .x .y .z
     "%laneid": _lane,

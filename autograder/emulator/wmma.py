@@ -35,14 +35,16 @@ def build_wmma(ins: Instr, ch):
     raise Unsupported(f"wmma.{kind}")
 
 
-def _warps(ch, idx) -> np.ndarray:
-    """The executing lanes as (warps, 32); each warp must be complete."""
+def warp_rows(ch, idx, instruction: str = "wmma") -> np.ndarray:
+    """The executing lanes as (warps, 32); each warp must be complete (a warp-collective
+    ``instruction``: wmma, and mma.sync, ldmatrix and stmatrix in ``mma.py``)."""
     lanes = ch.all_lanes if idx is None else idx
+    partial = f"{instruction} executed by part of a warp (all 32 threads must execute it together)"
     if lanes.size % 32 or (ch.lane_tid[lanes[::32]] % 32).any():
-        raise Unsupported("wmma executed by part of a warp (all 32 threads must execute it together)")
+        raise Unsupported(partial)
     rows = lanes.reshape(-1, 32)
     if (rows[:, 31] - rows[:, 0] != 31).any():
-        raise Unsupported("wmma executed by part of a warp (all 32 threads must execute it together)")
+        raise Unsupported(partial)
     return rows
 
 
@@ -117,7 +119,7 @@ def _build_transfer(ins, ch, write: bool):
     size = dtype.itemsize
 
     def run(idx):
-        rows = _warps(ch, idx)
+        rows = warp_rows(ch, idx)
         addresses, owners = _addresses(ins, rows, get_addr, get_stride, idx, size)
         groups = access.locate(owners, addresses, size, write, size)
         access.count(owners, addresses, size, 1, write)
@@ -145,7 +147,7 @@ def _build_mma(ins, ch):
     d_type, c_type = ins.types[-2], ins.types[-1]
 
     def run(idx):
-        rows = _warps(ch, idx)
+        rows = warp_rows(ch, idx)
         left = _gather_fragment(a, rows, True).reshape(-1, TILE, TILE)
         right = _gather_fragment(b, rows, True).reshape(-1, TILE, TILE)
         acc = _gather_fragment(c, rows, _halves(c_type)).reshape(-1, TILE, TILE)

@@ -18,12 +18,15 @@ def launch(
     defines: tuple = (),
     budget: int | None = None,
     filename: str = "kernel.cu",
+    cooperative: bool = False,
 ) -> LaunchResult:
     """Run ``kernel`` once; ``args`` are Buffers and Scalars (or (name, array[, is_output]))."""
     built = tuple(_arg(a) for a in args)
     program = Program(source, filename, kernel, tuple(defines))
     backend = EmulatorBackend() if budget is None else EmulatorBackend(budget)
-    return backend.launch(Launch(program, _dim(grid), _dim(block), built, shared_bytes))
+    return backend.launch(
+        Launch(program, _dim(grid), _dim(block), built, shared_bytes, cooperative=cooperative)
+    )
 
 
 def _dim(d):

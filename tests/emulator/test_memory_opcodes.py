@@ -2,7 +2,7 @@
 address really lies or refused as a GPU refuses it (the rule: ``counters.py``'s docstring).
 
 The opcodes come from the op table itself: every opcode whose executor is built by the
-memory modules (``access.py``, ``wmma.py``) must have its forms below, and every other
+memory modules (``access.py``, ``wmma.py``, ``mma.py``) must have its forms below, and every other
 opcode that is not pure register arithmetic must be listed as touching no memory, so a
 memory opcode added without a count fails here. Each form is one inline-PTX instruction
 on its own line of a one-warp kernel, whose per-line counters are compared exactly."""
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from autograder.backends.base import Buffer
-from autograder.emulator import access, wmma
+from autograder.emulator import access, mma, wmma
 from autograder.emulator.ops import OPS, PURE_OPS
 
 from .helpers import launch, line_of, out
@@ -39,6 +39,8 @@ NOT_MEMORY = {
     "vote": "lanes' predicates",
     "activemask": "the active mask",
     "redux": "lanes' registers",
+    "mma": "lanes' registers (mma.sync; its module's ldmatrix and stmatrix are memory)",
+    "match": "lanes' registers",
     "bar": "a barrier",
     "barrier": "a barrier",
     "call": "printf and assert (they read their strings for the report, never into registers)",
@@ -49,8 +51,8 @@ NOT_MEMORY = {
 
 
 def memory_opcodes() -> set[str]:
-    modules = {access.__name__, wmma.__name__}
-    return {op for op, build in OPS.items() if build.__module__ in modules}
+    modules = {access.__name__, wmma.__name__, mma.__name__}
+    return {op for op, build in OPS.items() if build.__module__ in modules and op not in NOT_MEMORY}
 
 
 @dataclass(frozen=True)
@@ -243,11 +245,29 @@ def _wmma(kind: str, space: str) -> Form:
 
 
 WMMA_FORMS = [_wmma(kind, space) for kind in ("load", "store") for space in WMMA_ADDRESS]
+# ldmatrix / stmatrix .x4: lane l gives row l at 16 l bytes into s, 512 contiguous bytes
+MATRIX_ROW = {
+    "shared": ("{.reg .u32 %%a; mov.u32 %%a, %%tid.x; mad.lo.u32 %%a, %%a, 16, %10; ", ".shared"),
+    "generic": ("{.reg .u64 %%a; .reg .u32 %%t; mov.u32 %%t, %%tid.x; mad.wide.u32 %%a, %%t, 16, %9; ", ""),
+}
 
 
-@pytest.mark.parametrize("form", WMMA_FORMS, ids=lambda f: f.id)
+def _matrix(op: str, space: str) -> Form:
+    row, dotted = MATRIX_ROW[space]
+    operands = "{%0, %1, %2, %3}, [%%a]" if op == "ldmatrix" else "[%%a], {%0, %1, %2, %3}"
+    events = {"requests": 1, "values": 256, "wavefronts": 4, "conflicts": 0}
+    expected = counts("shared", "load" if op == "ldmatrix" else "store", events)
+    text = f"{row}{op}.sync.aligned.m8n8.x4{dotted}.b16 {operands};}}"
+    return Form(op, space, text, expected, "shared" if space == "generic" else "")
+
+
+MATRIX_FORMS = [_matrix(op, space) for op in ("ldmatrix", "stmatrix") for space in MATRIX_ROW]
+
+
+@pytest.mark.parametrize("form", WMMA_FORMS + MATRIX_FORMS, ids=lambda f: f.id)
 def test_each_warp_matrix_transfer_is_counted_where_it_reaches(form):
-    operands = WMMA_OPERANDS[form.space.split(".")[0]]
+    writes = form.op == "stmatrix" or form.space.startswith("store")
+    operands = WMMA_OPERANDS["store" if writes else "load"]
     source = WMMA.replace("FORM", f'"{form.asm}"').replace("OPERANDS", operands)
     result = _run_wide(source)
     assert result.findings == [], [f.message for f in result.findings]
@@ -269,6 +289,8 @@ SPACES_OF = {  # opcode -> the state spaces its forms must cover
     "red": ("global", "shared", "generic"),
     "cp": ("global->shared",),
     "wmma": ("load.global", "load.shared", "load.generic", "store.global", "store.shared", "store.generic"),
+    "ldmatrix": ("shared", "generic"),
+    "stmatrix": ("shared", "generic"),
 }
 
 
@@ -285,7 +307,7 @@ def test_every_other_opcode_is_pure_or_moves_no_data():
 
 @pytest.mark.parametrize("op", sorted(SPACES_OF))
 def test_every_space_of_every_memory_opcode_has_a_form(op):
-    covered = {f.space for f in FORMS + WMMA_FORMS if f.op == op}
+    covered = {f.space for f in FORMS + WMMA_FORMS + MATRIX_FORMS if f.op == op}
     assert set(SPACES_OF[op]) <= covered
 
 

@@ -153,30 +153,19 @@ def test_shared_memory_sizes_are_the_gpus_not_the_emulators_layout():
     np.testing.assert_array_equal(result.outputs["o"][:3], [4096, 5032, 3000])  # total was 4480
 
 
-COOPERATIVE = r"""
-#include <cooperative_groups.h>
-namespace cg = cooperative_groups;
-extern "C" __global__ void tiles(float* y) {
-    auto tile = cg::tiled_partition<64>(cg::this_thread_block());
-    tile.sync();
-    y[threadIdx.x] = tile.thread_rank();
-}
-"""
 PM = 'extern "C" __global__ void pm(unsigned* y) { asm volatile("mov.u32 %0, %%REG;" : "=r"(y[0])); }'
 
 
 @pytest.mark.parametrize(
     ("source", "register", "feature"),
     [
-        (COOPERATIVE, "%reserved_smem_offset_1", "cooperative groups' tiles of more than 32 threads"),
         (PM.replace("REG", "pm3"), "%pm3", "performance monitor counters"),
         (PM.replace("REG", "envreg7"), "%envreg7", "environment registers"),
     ],
 )
 def test_a_special_register_not_emulated_is_named_with_its_feature(source, register, feature):
-    kernel = "tiles" if "tiles" in source else "pm"
     with pytest.raises(Unsupported) as refused:
-        launch(source, kernel, 1, 64, [out("y", 64, np.uint32)])
+        launch(source, "pm", 1, 64, [out("y", 64, np.uint32)])
     message = str(refused.value)
     assert f"{register} (" in message and feature in message and "is not emulated" in message
     assert "not declared" not in message  # what it said before
