@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import signal
 import sys
 import tempfile
@@ -26,12 +27,14 @@ from autograder import (
 from autograder import handout as handout_package
 from autograder.backends import NAMES, open_backends, select_backend
 from autograder.backends.base import BackendError
+from autograder.backends.occupancy import DEVICES
 from autograder.cases import find_case, prepare
 from autograder.compiler import nvrtc_problem
 from autograder.emulator.profile import profile_data, profile_table
 from autograder.feedback import counted, for_student, two_decimals
 from autograder.model import Course, Grade, ItemResult, read_course
 from autograder.report import write_report
+from autograder.resources import describe, launch_resources
 from autograder.results import build_results, fallback_results, write_results
 from autograder.rubric import RubricError
 from autograder.spec import SpecError
@@ -649,9 +652,17 @@ def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: li
     help="Secret seed: a TA report's seed replays that grading's inputs for a graded case.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option(
+    "--arch",
+    type=click.Choice(sorted(DEVICES)),
+    default="sm_90",
+    show_default=True,
+    help="The GPU whose registers and occupancy to show (ptxas's figures for it).",
+)
 @course_option
-def profile(submission, assignment, case_text, seed, as_json, course_root):
-    """Run one case of SUBMISSION on the emulator; print counters by source line and findings."""
+def profile(submission, assignment, case_text, seed, as_json, arch, course_root):
+    """Run one case of SUBMISSION on the emulator; print counters by source line and findings,
+    then the registers, spills and shared memory ptxas gives the kernel and its occupancy."""
     course = course_or_usage_error(course_root)
     if assignment not in course.specs:
         raise click.BadParameter(f"no assignment {assignment!r}", param_hint="--assignment")
@@ -674,10 +685,17 @@ def profile(submission, assignment, case_text, seed, as_json, course_root):
     finally:
         emulator.close()
     filename = prepared.launch.program.filename
+    launch = prepared.launch
+    try:
+        resources = launch_resources(launch.program, math.prod(launch.block), launch.shared_bytes, arch)
+    except BackendError as e:
+        resources = {"error": f"no resources: {e}"}
     if as_json:
-        click.echo(json.dumps(profile_data(result, source, filename), indent=2, default=str))
+        data = {**profile_data(result, source, filename), **resources}
+        click.echo(json.dumps(data, indent=2, default=str))
     else:
         click.echo(profile_table(result, source, filename))
+        click.echo("\n" + (resources.get("error") or describe(resources)))
 
 
 def parse_case(text: str | None) -> dict | None:

@@ -85,6 +85,12 @@ def compile_cubin(program: Program, arch: str) -> Compiled:
     return _compile(program, arch)
 
 
+def ptxas_report(program: Program, arch: str) -> str:
+    """ptxas's verbose report for the cubin of ``arch`` (registers, spills, stack frame, shared
+    memory, barriers per function: ``autograder/resources.py`` reads it)."""
+    return _compile(program, arch, ("--ptxas-options=-v",)).log
+
+
 def nvrtc_version() -> tuple[int, int]:
     from cuda.bindings import nvrtc
 
@@ -129,7 +135,7 @@ def _pip_include_dirs() -> list[Path]:
 
 
 @functools.lru_cache(maxsize=64)
-def _compile(program: Program, arch: str) -> Compiled:
+def _compile(program: Program, arch: str, extra: tuple[str, ...] = ()) -> Compiled:
     from cuda.bindings import nvrtc
 
     err, prog = nvrtc.nvrtcCreateProgram(
@@ -146,6 +152,7 @@ def _compile(program: Program, arch: str) -> Compiled:
         options = [f"--gpu-architecture={arch}", "-lineinfo", "--std=c++17", "-default-device"]
         options += [f"--include-path={directory}" for directory in cuda_include_dirs()]
         options += [f"-D{name}={value}" for name, value in program.defines]
+        options += extra
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
         log = _log(nvrtc, prog)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
