@@ -450,5 +450,6 @@ Safety items earn nothing unless the kernel is correct on their cases.
 `autograder check ${name}.cu` grades your file the way your submission will be graded (on the
 PTX emulator when your machine has no GPU) and prints every item's feedback. `autograder
 profile . --assignment ${name}` runs one safety case on the emulator and prints its memory
-traffic line by line.
+traffic line by line, then its totals beside the reference's, and the registers, spills and
+occupancy the compiler gives your kernel; it exits 1 when it finds a defect.
 """

@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import asdict
 from pathlib import Path
 
 import click
@@ -25,13 +26,15 @@ from autograder import (
     policy,
 )
 from autograder import handout as handout_package
+from autograder import handout_profiles as handout_profiles_module
 from autograder.backends import NAMES, open_backends, select_backend
-from autograder.backends.base import BackendError
+from autograder.backends.base import BackendError, Counters
 from autograder.backends.occupancy import DEVICES
 from autograder.cases import find_case, prepare
 from autograder.compiler import nvrtc_problem
 from autograder.emulator.profile import profile_data, profile_table
 from autograder.feedback import counted, for_student, two_decimals
+from autograder.ledger import ledger, ledger_table, reference_totals
 from autograder.model import Course, Grade, ItemResult, read_course
 from autograder.report import write_report
 from autograder.resources import describe, launch_resources
@@ -640,9 +643,9 @@ def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: li
 @click.option("--assignment", required=True, help="The assignment whose kernel to profile.")
 @click.option(
     "--case",
-    "case_text",
-    default=None,
-    help="Case parameters as k=v,k=v (default: the first case of the `safety` group).",
+    "case_texts",
+    multiple=True,
+    help="Case parameters as k=v,k=v; repeat for several (default: the first case of the `safety` group).",
 )
 @click.option(
     "--seed",
@@ -660,42 +663,77 @@ def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: li
     help="The GPU whose registers and occupancy to show (ptxas's figures for it).",
 )
 @course_option
-def profile(submission, assignment, case_text, seed, as_json, arch, course_root):
-    """Run one case of SUBMISSION on the emulator; print counters by source line and findings,
-    then the registers, spills and shared memory ptxas gives the kernel and its occupancy."""
+def profile(submission, assignment, case_texts, seed, as_json, arch, course_root):
+    """Run cases of SUBMISSION on the emulator: for each, counters by source line, findings, and
+    the lecture's ledger (your totals beside the reference's and the closed forms); then the
+    registers, spills and shared memory ptxas gives the kernel and its occupancy. Exits 1 when
+    a case has findings."""
     course = course_or_usage_error(course_root)
     if assignment not in course.specs:
         raise click.BadParameter(f"no assignment {assignment!r}", param_hint="--assignment")
     spec = course.specs[assignment]
-    case = parse_case(case_text) or spec.cases.get("safety", next(iter(spec.cases.values())))[0]
     with discovery.opened(submission, course_kernels(course)) as found:  # as grading finds it
         path, problem = found.locate(assignment)
         source, problem = policy.read_source(path) if path else ("", problem)
     if problem:
         raise click.ClickException(problem)
+    limits = course.rubric.limits
+    emulator = select_backend("emulator", limits.compile_s, limits.emulator_mb)
     try:
-        prepared = prepare(spec, source, find_case(spec, case, seed), course.rubric.limits.case_s)
-    except SpecError as e:
-        raise click.ClickException(str(e)) from e
-    emulator = select_backend("emulator", course.rubric.limits.compile_s, course.rubric.limits.emulator_mb)
-    try:
-        result = emulator.launch(prepared.launch)
-    except BackendError as e:
-        raise click.ClickException(str(e)) from e
+        runs = [
+            profiled(course, spec, source, case, seed, emulator) for case in profile_cases(spec, case_texts)
+        ]
     finally:
         emulator.close()
-    filename = prepared.launch.program.filename
-    launch = prepared.launch
+    launch = runs[0]["launch"]
     try:
         resources = launch_resources(launch.program, math.prod(launch.block), launch.shared_bytes, arch)
     except BackendError as e:
         resources = {"error": f"no resources: {e}"}
     if as_json:
-        data = {**profile_data(result, source, filename), **resources}
-        click.echo(json.dumps(data, indent=2, default=str))
+        cases = [{k: v for k, v in run.items() if k not in ("launch", "text")} for run in runs]
+        click.echo(json.dumps({"cases": cases, **resources}, indent=2, default=str))
     else:
-        click.echo(profile_table(result, source, filename))
+        click.echo("\n\n".join(run["text"] for run in runs))
         click.echo("\n" + (resources.get("error") or describe(resources)))
+    if any(run["findings"] for run in runs):
+        sys.exit(1)
+
+
+def profile_cases(spec, case_texts: tuple[str, ...]) -> list[tuple[dict, str]]:
+    """The cases ``--case`` names (each k=v,k=v), or the first of the safety group; with how to say which."""
+    if case_texts:
+        return [(parse_case(text), "") for text in case_texts]
+    group = "safety" if "safety" in spec.cases else next(iter(spec.cases))
+    return [(dict(spec.cases[group][0]), f"the first case of the {group} group")]
+
+
+def profiled(course: Course, spec, source: str, given: tuple[dict, str], seed: int, emulator) -> dict:
+    """One case of ``source`` on the emulator: its profile data, its ledger, and its text."""
+    case, how = given
+    try:
+        ref = find_case(spec, case, seed)
+        prepared = prepare(spec, source, ref, course.rubric.limits.case_s)
+        result = emulator.launch(prepared.launch)
+        reference, whence = reference_totals(course, spec, case, emulator)
+    except SpecError as e:
+        raise click.ClickException(str(e)) from e
+    except BackendError as e:
+        raise click.ClickException(str(e)) from e
+    how = how or (f"{ref.group} case {ref.index + 1}" if ref.group != "custom" else "given with --case")
+    title = f"Case {', '.join(f'{k}={v}' for k, v in case.items())} ({how})"
+    filename = prepared.launch.program.filename
+    rows = ledger(spec, result.counters or Counters(), reference, case)
+    text = "\n\n".join([title, profile_table(result, source, filename), ledger_table(rows, whence)])
+    data = profile_data(result, source, filename)
+    return {
+        "case": case,
+        "which": how,
+        **data,
+        "ledger": [asdict(r) for r in rows],
+        "launch": prepared.launch,
+        "text": text,
+    }
 
 
 def parse_case(text: str | None) -> dict | None:
@@ -712,6 +750,42 @@ def parse_case(text: str | None) -> dict | None:
         except json.JSONDecodeError as e:
             raise click.BadParameter(f"{value!r} is not a number", param_hint="--case") from e
     return case
+
+
+@main.command("handout-profiles")
+@click.argument("names", nargs=-1)
+@click.option(
+    "--check",
+    "check_only",
+    is_flag=True,
+    help="Write nothing; exit 1 naming every handout whose profile block is stale.",
+)
+@course_option
+def handout_profiles(names, check_only, course_root):
+    """Write, at the end of assignments/NAME/README.md, what `autograder profile` shows for the
+    reference (its ledger, registers and occupancy; never its source), for NAMES (default: all)."""
+    course = course_or_usage_error(course_root)
+    unknown = [name for name in names if name not in course.specs]
+    if unknown:
+        raise click.BadParameter(f"no assignment {', '.join(unknown)}", param_hint="NAMES")
+    checked = list(names) or list(course.specs)
+    emulator = select_backend("emulator", course.rubric.limits.compile_s, course.rubric.limits.emulator_mb)
+    try:
+        stale = handout_profiles_module.stale(course, checked, emulator)
+    except BackendError as e:
+        raise click.ClickException(str(e)) from e
+    finally:
+        emulator.close()
+    for name, text in stale.items():
+        if check_only:
+            click.echo(f"assignments/{name}/README.md: its profile block is stale")
+        else:
+            (course.root / "assignments" / name / "README.md").write_text(text, encoding="utf-8")
+            click.echo(f"wrote the profile block of assignments/{name}/README.md")
+    if check_only and stale:
+        click.echo(f"to rewrite: autograder handout-profiles {' '.join(stale)}")
+        sys.exit(1)
+    click.echo(f"{len(checked) - len(stale) if check_only else len(checked)} handout profile(s) current")
 
 
 @main.command("class-report")

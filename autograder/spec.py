@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.backends.base import COUNTER_NAMES
+
 Case = Mapping[str, int | float]
 
 
@@ -65,6 +67,9 @@ class Spec:
     flops: str = "0"  # arithmetic any correct kernel must do, an expression (physical floor)
     time_limit_s: float = 20.0  # per launch
     inputs: Callable | None = None  # (rng, case) -> {name: array}; default uniform, never 0
+    # the lecture's closed forms: counter (backends.base.COUNTER_NAMES) -> an expression of the
+    # case, shown by ``autograder profile`` beside the student's and the reference's counts
+    ledger: Mapping[str, str] = field(default_factory=dict)
 
 
 _OPERATORS = {
@@ -149,6 +154,9 @@ def load_spec(directory: Path) -> Spec:
     empty = [group for group, cases in spec.cases.items() if not cases]
     if empty:  # an item on it would pass every gate with nothing run
         raise SpecError(f"{path}: case group {empty[0]!r} has no cases")
+    unknown = sorted(set(spec.ledger) - set(COUNTER_NAMES))
+    if unknown:
+        raise SpecError(f"{path}: ledger counter {unknown[0]!r} is not one of {', '.join(COUNTER_NAMES)}")
     return spec
 
 

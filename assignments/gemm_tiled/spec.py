@@ -37,5 +37,9 @@ SPEC = Spec(
         "perf": _shapes(32, (2048, 2048, 2048), (2053, 2039, 2048), (2048, 11008, 4096)),
     },
     reference=reference,
+    ledger={
+        "global_load_values": "2 * M * N * K / T",
+        "global_store_values": "M * N",
+    },  # the lecture's counts (autograder profile)
     tolerance=Tolerance(rtol="1e-4", atol="1e-5 * K + 1e-5"),
 )

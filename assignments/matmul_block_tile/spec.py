@@ -41,5 +41,10 @@ SPEC = Spec(
         "perf": _shapes(128, 8, 8, (4096, 4096, 4096), (2053, 2039, 2048)),
     },
     reference=reference,
+    ledger={
+        "global_load_values": "2 * M * N * K / L",
+        "shared_load_values": "2 * M * N * K / V",
+        "global_store_values": "M * N",
+    },  # the lecture's counts (autograder profile)
     tolerance=Tolerance(rtol="1e-4", atol="1e-5 * K + 1e-5"),
 )

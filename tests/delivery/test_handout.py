@@ -101,6 +101,20 @@ def test_check_runs_in_the_handout_as_its_readme_says(handout):
     assert "window_sum traffic (safety)" in run.stdout and "Traceback" not in run.stdout + run.stderr
 
 
+def test_profile_runs_in_the_handout_beside_the_references_recorded_counts(handout):
+    kernel = handout / "matmul_block_tile.cu"
+    kernel.write_bytes((ROOT / "reference/matmul_block_tile.cu").read_bytes())  # a correct kernel
+    command = [sys.executable, "-m", "autograder", "profile", "matmul_block_tile.cu", "--assignment"]
+    run = subprocess.run(
+        [*command, "matmul_block_tile"], cwd=handout, capture_output=True, text=True, timeout=300
+    )
+    kernel.unlink()
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "beside the reference's recorded counters" in run.stdout
+    row = next(line for line in run.stdout.splitlines() if line.startswith("global_load_values"))
+    assert row.split()[1:4] == ["16,384", "16,384", "1.00x"] and "2 * M * N * K / L = 16,384" in row
+
+
 def test_the_recorded_counters_are_the_references_own_on_other_inputs(handout):
     """What every traffic item and every work limit reads, case by case, for every assignment."""
     with open_backends("emulator") as backends:
