@@ -24,6 +24,7 @@ from autograder import (
     packaging,
     pipeline,
     policy,
+    roofline,
 )
 from autograder import handout as handout_package
 from autograder import handout_profiles as handout_profiles_module
@@ -656,6 +657,12 @@ def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: li
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also draw the roofline of the first case (yours and the reference's point) to this .svg or .png.",
+)
+@click.option(
     "--arch",
     type=click.Choice(sorted(DEVICES)),
     default="sm_90",
@@ -663,7 +670,7 @@ def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: li
     help="The GPU whose registers and occupancy to show (ptxas's figures for it).",
 )
 @course_option
-def profile(submission, assignment, case_texts, seed, as_json, arch, course_root):
+def profile(submission, assignment, case_texts, seed, as_json, plot, arch, course_root):
     """Run cases of SUBMISSION on the emulator: for each, counters by source line, findings, and
     the lecture's ledger (your totals beside the reference's and the closed forms); then the
     registers, spills and shared memory ptxas gives the kernel and its occupancy. Exits 1 when
@@ -696,8 +703,28 @@ def profile(submission, assignment, case_texts, seed, as_json, arch, course_root
     else:
         click.echo("\n\n".join(run["text"] for run in runs))
         click.echo("\n" + (resources.get("error") or describe(resources)))
+    if plot:
+        plot_roofline(runs[0], arch, plot, f"{assignment}: {runs[0]['which']}")
     if any(run["findings"] for run in runs):
         sys.exit(1)
+
+
+def plot_roofline(run: dict, arch: str, path: Path, title: str) -> None:
+    """The roofline of one profiled case at ``path``, with the student's and the reference's points."""
+    if arch not in roofline.PEAKS:
+        raise click.BadParameter(
+            f"no roofline for {arch}; known: {', '.join(roofline.PEAKS)}", param_hint="--arch"
+        )
+    points = [roofline.point("student", run["totals"])]
+    if run["reference_totals"]:
+        points.append(roofline.point("reference", run["reference_totals"]))
+    try:
+        roofline.draw(points, arch, path, title)
+    except ImportError as e:
+        raise click.ClickException(
+            f"the roofline needs matplotlib: pip install 'cuda-autograder[batch]' ({e})"
+        ) from e
+    click.echo(f"roofline -> {path}")
 
 
 def profile_cases(spec, case_texts: tuple[str, ...]) -> list[tuple[dict, str]]:
@@ -729,6 +756,8 @@ def profiled(course: Course, spec, source: str, given: tuple[dict, str], seed: i
     return {
         "case": case,
         "which": how,
+        "reference_totals": reference,
+        "reference_from": whence,
         **data,
         "ledger": [asdict(r) for r in rows],
         "launch": prepared.launch,

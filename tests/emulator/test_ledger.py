@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from autograder import roofline
 from autograder.backends.emulator import EmulatorBackend
 from autograder.cases import GroupCase, prepare
 from autograder.cli import main
@@ -44,7 +45,7 @@ def test_profile_names_its_case_and_shows_the_reference_and_the_lecture_beside_y
     (tmp_path / "matmul_naive.cu").write_text(slow)
     outcome = run("profile", tmp_path, "--assignment", "matmul_naive", "--case", "M=64,N=64,K=64")
     assert outcome.exit_code == 0, outcome.output
-    assert "Case M=64, N=64, K=64 (given with --case)" in outcome.output
+    assert "Case M=64, N=64, K=64 (aligned case 1)" in outcome.output  # --case found in the spec
     row = next(line for line in outcome.output.splitlines() if line.startswith("global_load_values"))
     assert row.split()[1:5] == ["524,288", "524,288", "1.00x", "2"]  # yours, the reference's, 2 * M * N * K
     stores = next(line for line in outcome.output.splitlines() if line.startswith("global_store_sectors"))
@@ -64,3 +65,26 @@ def test_profile_runs_several_cases_and_exits_non_zero_on_findings(tmp_path):
     assert data["cases"][0]["findings"] == [] and data["cases"][1]["findings"]
     ledger = {row["counter"]: row for row in data["cases"][0]["ledger"]}
     assert ledger["global_load_values"]["expected"] == 512 == ledger["global_load_values"]["reference"]
+
+
+def test_profile_draws_the_roofline_with_both_points(tmp_path):
+    picture = tmp_path / "roofline.svg"
+    outcome = run(
+        "profile",
+        ROOT / "reference/matmul_block_tile.cu",
+        "--assignment",
+        "matmul_block_tile",
+        "--plot",
+        picture,
+    )
+    assert outcome.exit_code == 0, outcome.output
+    svg = picture.read_text()
+    assert svg.startswith("<?xml") and 'id="student"' in svg and 'id="reference"' in svg
+    assert "4.14 TB/s" in svg and "67 TFLOP/s" in svg
+
+
+def test_a_points_intensity_is_flops_over_the_sectors_bytes_and_the_roof_caps_it():
+    point = roofline.point("student", {"flops": 960, "global_load_sectors": 10, "global_store_sectors": 5})
+    assert point.bytes == 480 and point.intensity == 2.0
+    assert roofline.attainable(2.0, "sm_90") == 2.0 * 4.14e12
+    assert roofline.attainable(1e6, "sm_90") == 67e12

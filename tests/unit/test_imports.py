@@ -33,6 +33,7 @@ GRADING = {
     "resources",
     "ledger",
     "handout_profiles",
+    "roofline",
     "class_report",
     "serve",
     "gpu_service",
