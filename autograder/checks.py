@@ -12,16 +12,19 @@ runs, so an empty stub collects nothing.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Protocol
 
 from autograder import performance
 from autograder.backends.base import BackendError, Capabilities, Finding, Timing
+from autograder.backends.occupancy import Occupancy
 from autograder.compare import CaseOutcome, OutputComparison, outcome_record
 from autograder.feedback import LINE_BYTES, capped, counted
 from autograder.glossary import explained
 from autograder.model import ItemResult
+from autograder.resources import Resources
 from autograder.rubric import Item
-from autograder.vocabulary import CHECKS
+from autograder.vocabulary import CHECKS, SPILLS
 
 MAX_FINDINGS_SHOWN = 8
 MAX_CASES_NAMED = 6  # per collapsed finding
@@ -45,6 +48,10 @@ class Runs(Protocol):
 
     def why_untimed(self) -> str | None:
         """Why ``timings`` cannot run here (no GPU, no reference kernel); None when they can."""
+
+    def resources(self, group: str) -> list[tuple[dict, Resources, Occupancy]]:
+        """Each case of ``group``: its parameters, what ptxas gives the student's kernel for
+        sm_90 with the case's defines, and the occupancy of the case's launch."""
 
 
 def correctness(item: Item, runs: Runs) -> ItemResult:
@@ -133,8 +140,53 @@ def performance_check(item: Item, runs: Runs) -> ItemResult:
     )
 
 
+def resources(item: Item, runs: Runs) -> ItemResult:
+    """What the compiler gives the kernel (``resources.py``, sm_90, no GPU needed): no spills,
+    or an occupancy of at least ``at_least`` of an SM's warps, on every case of the group."""
+    outcomes = runs.outcomes("safety", item.cases)
+    gate = _gate(item, outcomes)
+    if gate:
+        return gate
+    try:
+        figures = runs.resources(item.cases)
+    except BackendError as e:
+        return _result(item, 0.0, [f"ptxas could not compile the kernel for sm_90: {e}"], outcomes)
+    lines = [_resource_line(item, case, found, held) for case, found, held in figures]
+    met = all(_meets(item, found, held) for _, found, held in figures)
+    result = _result(item, item.points if met else 0.0, lines, outcomes)
+    result.evidence["resources"] = [
+        {"case": case, **asdict(found), "blocks_per_sm": held.blocks_per_sm, "occupancy": held.fraction}
+        for case, found, held in figures
+    ]
+    return result
+
+
+def _meets(item: Item, found: Resources, held: Occupancy) -> bool:
+    if item.metric == SPILLS:
+        return found.spill_stores == found.spill_loads == 0
+    return held.fraction >= item.at_least
+
+
+def _resource_line(item: Item, case: dict, found: Resources, held: Occupancy) -> str:
+    where = ", ".join(f"{k}={v}" for k, v in case.items())
+    if item.metric == SPILLS:
+        if _meets(item, found, held):
+            return f"{where}: no spills ({counted(found.registers, 'register')} a thread)"
+        return (
+            f"{where}: the compiler spilled {found.spill_stores:,} bytes a thread to local memory and "
+            f"reads {found.spill_loads:,} back ({counted(found.registers, 'register')} a thread): keep "
+            "fewer values live at once, or index arrays with constants so they stay in registers"
+        )
+    verdict = "at least" if _meets(item, found, held) else "below"
+    return (
+        f"{where}: occupancy {100 * held.fraction:.0f} % ({counted(held.blocks_per_sm, 'block')} of "
+        f"{counted(held.warps_per_block, 'warp')} an SM, limited by {' and '.join(held.limiting)}), "
+        f"{verdict} the {100 * item.at_least:.0f} % asked"
+    )
+
+
 SCORERS: dict[str, Callable[[Item, Runs], ItemResult]] = dict(
-    zip(CHECKS, (correctness, bounds, barriers, traffic, performance_check), strict=True)
+    zip(CHECKS, (correctness, bounds, barriers, traffic, performance_check, resources), strict=True)
 )
 
 

@@ -12,6 +12,7 @@ the bounds and barriers items also carry compute-sanitizer's unscored second opi
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ from autograder.backends.base import (
     Timing,
     Unsupported,
 )
+from autograder.backends.occupancy import Occupancy
 from autograder.cases import (
     Background,
     GroupCase,
@@ -45,6 +47,7 @@ from autograder.compare import CaseOutcome, judged
 from autograder.feedback import LINE_BYTES, capped
 from autograder.model import Course, Grade, ItemResult
 from autograder.policy import read_source
+from autograder.resources import Resources, kernel_resources
 from autograder.rubric import Item
 from autograder.spec import Spec
 
@@ -54,6 +57,7 @@ from autograder.spec import Spec
 # the course's kernels take at most 7.2 times the reference's, bench/results/contract-gpu.md).
 WORK_MULTIPLE = 32
 WORK_FLOOR = 10_000_000
+RESOURCE_ARCH = "sm_90"  # the GPU whose registers and occupancy resources items judge
 STALLED_S = 2.0  # the time limit of a student's launches once one of them did not finish
 
 
@@ -187,6 +191,16 @@ class CaseRunner:
             performance.with_floor(grading.time(r), performance.minimum_work(self.spec, r.case))
             for r in requests
         ]
+
+    def resources(self, group: str) -> list[tuple[dict, Resources, Occupancy]]:
+        """What ptxas gives the student's kernel for sm_90 on each case of ``group``, and the occupancy."""
+        figures = []
+        for launch, ref in zip(self.launches(group), group_cases(self.spec, group, self.secret), strict=True):
+            found = kernel_resources(launch.program, RESOURCE_ARCH)
+            figures.append(
+                (dict(ref.case), found, found.occupancy(math.prod(launch.block), launch.shared_bytes))
+            )
+        return figures
 
     def launches(self, group: str) -> Iterator[Launch]:
         """The student's launches of ``group``, exactly as grading ran them."""

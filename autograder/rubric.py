@@ -16,12 +16,12 @@ from pathlib import Path
 import yaml
 
 from autograder.backends import NAMES as BACKENDS
-from autograder.vocabulary import CHECKS, METRICS, VISIBILITIES
+from autograder.vocabulary import CHECKS, METRICS, RESOURCE_METRICS, SPILLS, VISIBILITIES
 
 _TOP_KEYS = ("course", "backend", "limits", "leaderboard", "assignments")
 _LIMIT_KEYS = ("compile_s", "case_s", "submission_s", "emulator_mb")
 _ASSIGNMENT_KEYS = ("items",)
-_ITEM_KEYS = ("check", "cases", "points", "name", "visibility", "metric", "full_at", "zero_at")
+_ITEM_KEYS = ("check", "cases", "points", "name", "visibility", "metric", "full_at", "zero_at", "at_least")
 
 
 class RubricError(Exception):
@@ -49,6 +49,7 @@ class Item:
     metric: str | None = None  # vocabulary.METRICS: traffic a counter name; performance "time" or one
     full_at: float | None = None  # ratio student/reference at or below which: full points
     zero_at: float | None = None  # ratio at or above which: no points
+    at_least: float | None = None  # a resources item on occupancy: the least fraction of warps
     line: int = 0  # where the item is written in rubric.yaml
 
 
@@ -219,6 +220,10 @@ class _Reader:
         )
 
     def ratio(self, check: str, entries: dict[str, yaml.Node], node: yaml.Node, what: str) -> dict:
+        if check == "resources":
+            return self.resource_rule(entries, node, what)
+        if "at_least" in entries:
+            raise self.error(entries["at_least"], "'at_least' only applies to resources items")
         keys = ("metric", "full_at", "zero_at")
         if check not in METRICS:
             extra = [key for key in keys if key in entries]
@@ -235,6 +240,27 @@ class _Reader:
             raise self.error(entries["zero_at"], f"need 0 < full_at < zero_at, got {full_at} and {zero_at}")
         metric = self.choice(entries["metric"], f"{check} metric", METRICS[check])
         return {"metric": metric, "full_at": full_at, "zero_at": zero_at}
+
+    def resource_rule(self, entries: dict[str, yaml.Node], node: yaml.Node, what: str) -> dict:
+        """``metric: spills`` (no spills), or ``metric: occupancy`` with ``at_least`` (0 < f <= 1)."""
+        extra = [key for key in ("full_at", "zero_at") if key in entries]
+        if extra:
+            raise self.error(entries[extra[0]], f"{extra[0]!r} does not apply to resources items")
+        if "metric" not in entries:
+            raise self.error(node, f"{what} (resources) has no 'metric' ({' or '.join(RESOURCE_METRICS)})")
+        metric = self.choice(entries["metric"], "resources metric", RESOURCE_METRICS)
+        if metric == SPILLS:
+            if "at_least" in entries:
+                raise self.error(entries["at_least"], "'at_least' applies to the occupancy metric only")
+            return {"metric": metric}
+        if "at_least" not in entries:
+            raise self.error(node, f"{what} (resources, occupancy) has no 'at_least'")
+        at_least = self.number(entries["at_least"], "at_least")
+        if not 0 < at_least <= 1:
+            raise self.error(
+                entries["at_least"], f"need 0 < at_least <= 1 (a fraction of warps), got {at_least}"
+            )
+        return {"metric": metric, "at_least": at_least}
 
     def unique_names(self, items: tuple[Item, ...], node: yaml.SequenceNode) -> None:
         """Unique across the course: the class table and results.json's readers key items by name."""
