@@ -68,6 +68,20 @@ _TERMS: tuple[tuple[re.Pattern, Callable[[re.Match], str]], ...] = (
         re.compile(r"state space"),
         lambda _: "PTX's word for a kind of memory: global, shared, local, constant or parameter",
     ),
+    (
+        re.compile(r"\boccupancy \d+ %"),
+        lambda _: (
+            "the share of an SM's 64 warp slots your blocks fill at once; the compiler's registers per "
+            "thread and your shared memory per block decide how many blocks fit (autograder profile shows it)"
+        ),
+    ),
+    (
+        re.compile(r"\bspilled [\d,]+ bytes"),
+        lambda _: (
+            "values the compiler could not keep in registers go to local memory, which is as slow as "
+            "global memory; autograder profile shows the registers and spills"
+        ),
+    ),
     (re.compile(r"\b(?:" + "|".join(n for n in COUNTER_NAMES if "_" in n) + r")\b"), _counter),
 )
 

@@ -81,6 +81,7 @@ def test_a_kernel_that_spills_loses_the_item_and_is_told_why(course, tmp_path):
         "the compiler spilled" in tests["no spills"]["output"]
         and "32 registers" in tests["no spills"]["output"]
     )
+    assert "as slow as global memory" in tests["no spills"]["output"]  # the word is explained
     assert tests["occupancy"]["score"] == 1  # 32 registers: still every warp
 
 
@@ -130,6 +131,7 @@ def test_a_kernel_under_the_occupancy_floor_loses_the_item_and_is_told_what_limi
     tests = graded(course, HOARDING, tmp_path)
     assert tests["vector_add correctness (ragged)"]["score"] == 4 and tests["no spills"]["score"] == 1
     assert tests["occupancy"]["score"] == 0
+    assert "the share of an SM's 64 warp slots" in tests["occupancy"]["output"]
     assert (
         "occupancy 62 % (5 blocks of 8 warps an SM, limited by shared memory), below the 75 % asked"
         in (tests["occupancy"]["output"])
