@@ -43,8 +43,9 @@ from pathlib import Path
 
 import yaml
 
-from autograder import packaging
-from autograder.backends import holds_a_gpu, resolve_where
+from autograder import ledger, packaging
+from autograder.backends import holds_a_gpu, resolve_where, select_backend
+from autograder.backends.base import BackendError
 from autograder.model import Course
 from autograder.results import fallback_results, grader_version
 
@@ -331,6 +332,22 @@ def store(out: Path, submission: Submission, key: str, answer: dict, course: Cou
     return Outcome(submission, status, answer["reason"], answer.get("elapsed_s", 0.0))
 
 
+def reference_ledger(course: Course, names: list[str]) -> dict[str, dict]:
+    """The reference's totals on each assignment's default case, for the class report's rooflines;
+    empty when the emulator cannot give them (the class's grades never depend on it)."""
+    limits = course.rubric.limits
+    try:
+        emulator = select_backend("emulator", limits.compile_s, limits.emulator_mb)
+    except BackendError:
+        return {}
+    try:
+        return ledger.class_ledger(course, names, emulator)
+    except BackendError:
+        return {}
+    finally:
+        emulator.close()
+
+
 def write_class(out: Path, course: Course, settings: Settings, outcomes: list[Outcome]) -> None:
     """``class.json`` (the class's seed and every submission's status), ``scores.csv``, ``regrades.csv``."""
     rubric = {
@@ -356,6 +373,7 @@ def write_class(out: Path, course: Course, settings: Settings, outcomes: list[Ou
         "assignments": list(settings.assignments),
         "rubric": rubric,
         "kernels": {name: spec.kernel for name, spec in course.specs.items()},
+        "ledger": reference_ledger(course, list(settings.assignments) or list(course.specs)),
         "submissions": [
             {
                 "id": o.submission.id,

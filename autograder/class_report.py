@@ -5,7 +5,9 @@ totals, of each assignment and of each item, the distribution of each traffic an
 ratio against the rubric's ``full_at`` and ``zero_at``, the most frequent findings with a
 source excerpt and the students they affect, every student in a table, the items flagged for
 regrading and the submissions that failed. ``<out>/students/<id>.html``: one student's items,
-what each printed, its findings and the source lines each finding points at.
+what each printed, its findings and the source lines each finding points at, and per
+assignment the roofline of their kernel beside the reference's (``roofline.py``; the
+reference's counts are ``class.json``'s ``ledger``).
 
 The pages open from disk with no server: each figure is an SVG drawn by matplotlib (no pyplot
 state) inside a ``data:`` URI, the style and the one script (sorting tables) are inline, and a
@@ -41,7 +43,7 @@ from markupsafe import Markup
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
-from autograder import discovery, policy
+from autograder import discovery, policy, roofline
 from autograder.backends.base import FINDING_CHECKS
 from autograder.class_table import read_report
 from autograder.feedback import two_decimals
@@ -75,7 +77,10 @@ def write_class_report(batch_dir: Path, out: Path | None = None) -> Path:
     for student in graded.students:
         log = batch_dir / student.folder / "grade.log"  # what `grade` printed: why it failed, for one
         href = quote(os.path.relpath(log, out / "students")) if log.is_file() else None
-        page = pages.render("class_student.html", c=graded, s=student, root="../", log=href)
+        figures = rooflines(graded, student) if student.report else {}
+        page = pages.render(
+            "class_student.html", c=graded, s=student, root="../", log=href, rooflines=figures
+        )
         (out / "students" / f"{student.id}.html").write_text(page, encoding="utf-8")
     return index
 
@@ -180,6 +185,7 @@ class Class:
     backend: str
     rubric: dict[str, list[dict]]
     students: list[Student]
+    ledger: dict[str, dict] = field(default_factory=dict)  # per assignment: its case, the reference's totals
 
     @property
     def graded(self) -> list[Student]:
@@ -217,7 +223,8 @@ def read_class(batch_dir: Path) -> Class:
     students = [read_student(batch_dir, entry, kernels) for entry in entries]
     graded = {item["assignment"] for s in students for item in s.items}  # a class graded on some assignments
     rubric = {name: items for name, items in rubric.items() if name in graded} or rubric
-    return Class(data.get("course", ""), data.get("seed"), data.get("backend", ""), rubric, students)
+    ledger = data.get("ledger") if isinstance(data.get("ledger"), dict) else {}
+    return Class(data.get("course", ""), data.get("seed"), data.get("backend", ""), rubric, students, ledger)
 
 
 def read_student(batch_dir: Path, entry: dict, kernels: dict[str, str]) -> Student:
@@ -367,9 +374,38 @@ class Panel:
 
 def figure(panels: list[Panel], columns: int = 3) -> str:
     """The panels side by side as one SVG, in a ``data:`` URI an ``<img>`` shows with no server."""
+    return data_uri(drawn(panels, columns))
+
+
+def data_uri(fig: Figure) -> str:
     svg = io.BytesIO()
-    drawn(panels, columns).savefig(svg, format="svg", metadata={"Date": None})
+    fig.savefig(svg, format="svg", metadata={"Date": None})
     return "data:image/svg+xml;base64," + base64.b64encode(svg.getvalue()).decode()
+
+
+def rooflines(c: Class, student: Student) -> dict[str, str]:
+    """Per assignment, the roofline of the student's kernel beside the reference's on the case
+    ``autograder profile`` runs by default (``roofline.py``), where the report has its counts."""
+    drawn_ = {}
+    for assignment, entry in c.ledger.items():
+        totals = _case_totals(student.assignment_items(assignment), entry.get("case"))
+        if totals is None:
+            continue
+        points = [roofline.point("student", totals)]
+        if entry.get("reference"):
+            points.append(roofline.point("reference", entry["reference"]))
+        case = ", ".join(f"{k}={v}" for k, v in entry["case"].items())
+        drawn_[assignment] = data_uri(roofline.picture(points, "sm_90", f"{assignment}, {case}"))
+    return drawn_
+
+
+def _case_totals(items: list[dict], case: dict | None) -> dict | None:
+    """The counter totals some item's evidence recorded for ``case``; None where none did."""
+    for item in items:
+        for record in (item.get("evidence") or {}).get("cases") or ():
+            if record.get("params") == case and record.get("counters"):
+                return record["counters"]
+    return None
 
 
 def drawn(panels: list[Panel], columns: int) -> Figure:

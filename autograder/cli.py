@@ -35,7 +35,7 @@ from autograder.cases import find_case, prepare
 from autograder.compiler import nvrtc_problem
 from autograder.emulator.profile import profile_data, profile_table
 from autograder.feedback import counted, for_student, two_decimals
-from autograder.ledger import ledger, ledger_table, reference_totals
+from autograder.ledger import first_case, ledger, ledger_table, reference_totals
 from autograder.model import Course, Grade, ItemResult, read_course
 from autograder.report import write_report
 from autograder.resources import describe, launch_resources
@@ -731,8 +731,8 @@ def profile_cases(spec, case_texts: tuple[str, ...]) -> list[tuple[dict, str]]:
     """The cases ``--case`` names (each k=v,k=v), or the first of the safety group; with how to say which."""
     if case_texts:
         return [(parse_case(text), "") for text in case_texts]
-    group = "safety" if "safety" in spec.cases else next(iter(spec.cases))
-    return [(dict(spec.cases[group][0]), f"the first case of the {group} group")]
+    group, case = first_case(spec)
+    return [(case, f"the first case of the {group} group")]
 
 
 def profiled(course: Course, spec, source: str, given: tuple[dict, str], seed: int, emulator) -> dict:

@@ -14,7 +14,7 @@ import re
 
 from autograder.backends.base import Backend, Counters
 from autograder.cases import find_case, prepare
-from autograder.ledger import ledger, ledger_table
+from autograder.ledger import first_case, ledger, ledger_table
 from autograder.model import Course
 from autograder.resources import describe, launch_resources
 
@@ -26,8 +26,7 @@ _BLOCK = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
 def block(course: Course, name: str, emulator: Backend, arch: str = "sm_90") -> str:
     """The README block of assignment ``name``: its reference profiled on the first safety case."""
     spec = course.specs[name]
-    group = "safety" if "safety" in spec.cases else next(iter(spec.cases))
-    case = dict(spec.cases[group][0])
+    group, case = first_case(spec)
     source = course.reference_source(name).read_text()
     launch = prepare(spec, source, find_case(spec, case, 0), course.rubric.limits.case_s).launch
     totals = (emulator.launch(launch).counters or Counters()).totals

@@ -78,3 +78,22 @@ def ledger_table(rows: list[Row], whence: str) -> str:
         for line in [header, *body]
     ]
     return f"Per kernel, beside {whence}:\n" + "\n".join(lines)
+
+
+def first_case(spec: Spec) -> tuple[str, Case]:
+    """The case ``profile`` runs by default: the first of the safety group (else of the first group)."""
+    group = "safety" if "safety" in spec.cases else next(iter(spec.cases))
+    return group, dict(spec.cases[group][0])
+
+
+def class_ledger(course: Course, names: list[str], emulator: Backend) -> dict[str, dict]:
+    """Per assignment, its default case and the reference's totals on it (None where there are
+    none), for the class report's rooflines (``autograder batch`` writes it into class.json)."""
+    ledgers = {}
+    for name in names:
+        spec = course.specs[name]
+        _group, case = first_case(spec)
+        reference, _whence = reference_totals(course, spec, case, emulator)
+        ledgers[name] = {"case": case, "reference": reference}
+    return ledgers
+

@@ -49,6 +49,11 @@ def attainable(intensity: float, arch: str) -> float:
 
 def draw(points: list[Point], arch: str, path: Path, title: str) -> None:
     """Save the roofline of ``arch`` with ``points`` at ``path`` (SVG or PNG, by its suffix)."""
+    picture(points, arch, title).savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
+
+
+def picture(points: list[Point], arch: str, title: str):
+    """The roofline of ``arch`` with ``points``, a matplotlib ``Figure`` (no pyplot state)."""
     from matplotlib.figure import Figure  # the batch extra; `profile --plot` says so when missing
 
     peak, bandwidth = PEAKS[arch]
@@ -72,4 +77,4 @@ def draw(points: list[Point], arch: str, path: Path, title: str) -> None:
     axes.legend(loc="lower right", fontsize=8)
     axes.grid(True, which="major", alpha=0.3)
     figure.tight_layout()
-    figure.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
+    return figure

@@ -107,6 +107,14 @@ def test_every_submission_is_graded_and_scored_per_student(graded):
     ]
 
 
+def test_the_class_file_carries_the_references_counts_for_the_rooflines(graded):
+    _source, out, _run = graded
+    ledger = json.loads((out / batch.CLASS_FILE).read_text())["ledger"]
+    assert list(ledger) == ["vector_add"] and ledger["vector_add"]["case"] == {"n": 1}
+    assert ledger["vector_add"]["reference"]["global_load_values"] == 2  # 2n, n = 1
+    assert "roofline of vector_add" in (out / "report/students/submission_1.html").read_text()
+
+
 def test_each_result_is_what_grade_writes_for_the_submission_alone(graded, tmp_path):
     source, out, _run = graded
     seed = json.loads((out / batch.CLASS_FILE).read_text())["seed"]

@@ -14,9 +14,11 @@ browser tests skip and say so.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,7 +31,9 @@ pytest.importorskip("matplotlib", reason="the class report needs the batch extra
 
 from PIL import Image
 
+from autograder.backends.emulator import EmulatorBackend
 from autograder.class_report import write_class_report
+from autograder.ledger import class_ledger
 from autograder.model import read_course
 from tests.unit.synthetic_class import PRINTS, SCRIPT, STUDENTS, make_class, student_id
 
@@ -182,6 +186,7 @@ def real(tmp_path_factory) -> Path:
             for name, items in rubric.assignments.items()
         },
         "submissions": entries,
+        "ledger": class_ledger(read_course(ROOT), ["window_sum"], EmulatorBackend()),  # as batch writes it
     }
     (root / "graded" / "class.json").write_text(json.dumps(data))
     made = subprocess.run(
@@ -206,4 +211,12 @@ def test_a_real_class_shows_the_early_return_at_its_line(real):
 def test_a_real_class_in_the_browser(browser, real):
     visit = looked_at(browser, real, "real-index")
     assert visit.values["figures"] == 3  # totals, items, ratios of window_sum
-    looked_at(browser, real.parent / "students" / "submission_2.html", "real-student")
+    student = looked_at(browser, real.parent / "students" / "submission_2.html", "real-student")
+    assert student.values["figures"] == 1  # the roofline of window_sum
+
+
+def test_a_real_students_page_has_the_roofline_of_their_kernel_beside_the_reference(real):
+    page = (real.parent / "students" / "submission_2.html").read_text()
+    uri = re.search(r'<img src="data:image/svg\+xml;base64,([^"]+)" alt="roofline of window_sum', page)
+    svg = base64.b64decode(uri.group(1)).decode()
+    assert 'id="student"' in svg and 'id="reference"' in svg and "window_sum, T=32, n=1" in svg
