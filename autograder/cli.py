@@ -35,7 +35,14 @@ from autograder.cases import find_case, prepare
 from autograder.compiler import nvrtc_problem
 from autograder.emulator.profile import profile_data, profile_table
 from autograder.feedback import counted, for_student, two_decimals
-from autograder.ledger import first_case, ledger, ledger_table, reference_totals
+from autograder.ledger import (
+    corresponding_lines,
+    first_case,
+    ledger,
+    ledger_table,
+    lines_table,
+    reference_counts,
+)
 from autograder.model import Course, Grade, ItemResult, read_course
 from autograder.report import write_report
 from autograder.resources import describe, launch_resources
@@ -742,7 +749,7 @@ def profiled(course: Course, spec, source: str, given: tuple[dict, str], seed: i
         ref = find_case(spec, case, seed)
         prepared = prepare(spec, source, ref, course.rubric.limits.case_s)
         result = emulator.launch(prepared.launch)
-        reference, whence = reference_totals(course, spec, case, emulator)
+        reference = reference_counts(course, spec, case, emulator)
     except SpecError as e:
         raise click.ClickException(str(e)) from e
     except BackendError as e:
@@ -750,16 +757,23 @@ def profiled(course: Course, spec, source: str, given: tuple[dict, str], seed: i
     how = how or (f"{ref.group} case {ref.index + 1}" if ref.group != "custom" else "given with --case")
     title = f"Case {', '.join(f'{k}={v}' for k, v in case.items())} ({how})"
     filename = prepared.launch.program.filename
-    rows = ledger(spec, result.counters or Counters(), reference, case)
-    text = "\n\n".join([title, profile_table(result, source, filename), ledger_table(rows, whence)])
+    counters = result.counters or Counters()
+    rows = ledger(spec, counters, reference.totals, case)
+    pairs = corresponding_lines(source, counters.by_line, reference)
+    parts = [title, profile_table(result, source, filename), ledger_table(rows, reference.whence)]
+    text = "\n\n".join([*parts, lines_table(pairs)] if pairs else parts)
     data = profile_data(result, source, filename)
     return {
         "case": case,
         "which": how,
-        "reference_totals": reference,
-        "reference_from": whence,
+        "reference_totals": reference.totals,
+        "reference_from": reference.whence,
         **data,
         "ledger": [asdict(r) for r in rows],
+        "lines_beside_the_reference": [
+            {"line": line, "reference_line": theirs, "source": text_, "yours": mine, "reference": ref}
+            for line, theirs, text_, mine, ref in pairs
+        ],
         "launch": prepared.launch,
         "text": text,
     }

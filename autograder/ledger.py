@@ -10,7 +10,7 @@ working from the handout sees the same ledger, for the cases the handout carries
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autograder import reference_counters
 from autograder.backends.base import COUNTER_NAMES, Backend, Counters
@@ -40,23 +40,86 @@ def ledger(spec: Spec, yours: Counters, reference: dict | None, case: Case) -> l
     return rows
 
 
-def reference_totals(course: Course, spec: Spec, case: Case, emulator: Backend) -> tuple[dict | None, str]:
-    """The reference kernel's totals on ``case``, and where they come from (or why there are none)."""
+@dataclass(frozen=True)
+class Reference:
+    """The reference kernel's counts on a case: totals, and per line with its source where the
+    course has the source (a handout's recorded counts are totals only)."""
+
+    totals: dict | None
+    whence: str  # where they come from, or why there are none
+    by_line: dict[int, dict] = field(default_factory=dict)
+    source: str = ""
+
+
+def reference_counts(course: Course, spec: Spec, case: Case, emulator: Backend) -> Reference:
+    """The reference kernel's counts on ``case``, from its source, else from a handout's record."""
     source = course.reference_source(spec.name)
     if source.is_file():
-        prepared = prepare(spec, source.read_text(), GroupCase("profile", 0, case, 0), 60)
+        text = source.read_text()
+        prepared = prepare(spec, text, GroupCase("profile", 0, case, 0), 60)
         counters = emulator.launch(prepared.launch).counters
-        return (
-            (None, "the reference failed") if counters is None else (counters.totals, "the reference kernel")
-        )
+        if counters is None:
+            return Reference(None, "the reference failed")
+        return Reference(counters.totals, "the reference kernel", counters.by_line, text)
     recorded = reference_counters.load(course.reference_counters(spec.name))
     if recorded is None or recorded.problem:
-        return None, "no reference kernel or recorded counters in this course"
+        return Reference(None, "no reference kernel or recorded counters in this course")
     for entries in recorded.groups.values():
         for entry in entries:
             if entry.get("case") == dict(case):
-                return dict(entry["totals"]), "the reference's recorded counters"
-    return None, "the handout records the reference's counters for its own cases only"
+                return Reference(dict(entry["totals"]), "the reference's recorded counters")
+    return Reference(None, "the handout records the reference's counters for its own cases only")
+
+
+LINE_COUNTERS = ("global_load_values", "global_store_values", "shared_load_values", "shared_store_values")
+MIN_LINE_CHARS = 8  # shorter lines (a brace, `i++;`) say nothing about which line is which
+
+
+def corresponding_lines(source: str, by_line: dict[int, dict], reference: Reference) -> list[tuple]:
+    """(your line, the reference's line, its text, your counts, the reference's) for each line of
+    yours whose text is a line of the reference's (each text once in either file) and that moves
+    values the lectures count (``LINE_COUNTERS``) in either kernel."""
+    if not reference.by_line:
+        return []
+    yours = {number: text for text, number in _unique_lines(source).items()}
+    theirs = _unique_lines(reference.source)
+    pairs = []
+    for line, counts in sorted(by_line.items()):
+        text = yours.get(line)
+        if text in theirs and theirs[text] in reference.by_line:
+            ref = reference.by_line[theirs[text]]
+            if any(counts.get(c) or ref.get(c) for c in LINE_COUNTERS):
+                pairs.append((line, theirs[text], text, counts, ref))
+    return pairs
+
+
+def _unique_lines(source: str) -> dict[str, int]:
+    """Each line (spaces collapsed) that appears once, with its 1-based number."""
+    seen: dict[str, list[int]] = {}
+    for number, line in enumerate(source.splitlines(), 1):
+        text = " ".join(line.split())
+        if len(text) >= MIN_LINE_CHARS:
+            seen.setdefault(text, []).append(number)
+    return {text: numbers[0] for text, numbers in seen.items() if len(numbers) == 1}
+
+
+def lines_table(pairs: list[tuple]) -> str:
+    """The corresponding lines, yours beside the reference's, on the values the lectures count."""
+    header = ("line", "ref line", *(c.removesuffix("_values") for c in LINE_COUNTERS), "source")
+    body = [
+        (
+            str(line),
+            str(ref_line),
+            *(_pair(counts.get(c, 0), ref.get(c, 0)) for c in LINE_COUNTERS),
+            text if len(text) <= 50 else text[:49] + "…",
+        )
+        for line, ref_line, text, counts, ref in pairs
+    ]
+    return "Lines that are also the reference's, your values / the reference's:\n" + _table(header, body)
+
+
+def _pair(yours: int, theirs: int) -> str:
+    return f"{yours:,} / {theirs:,}" if yours or theirs else ""
 
 
 def ledger_table(rows: list[Row], whence: str) -> str:
@@ -72,12 +135,15 @@ def ledger_table(rows: list[Row], whence: str) -> str:
         )
         for r in rows
     ]
+    return f"Per kernel, beside {whence}:\n" + _table(header, body)
+
+
+def _table(header: tuple, body: list[tuple]) -> str:
     widths = [max(len(line[k]) for line in [header, *body]) for k in range(len(header))]
-    lines = [
+    return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
         for line in [header, *body]
-    ]
-    return f"Per kernel, beside {whence}:\n" + "\n".join(lines)
+    )
 
 
 def first_case(spec: Spec) -> tuple[str, Case]:
@@ -93,7 +159,5 @@ def class_ledger(course: Course, names: list[str], emulator: Backend) -> dict[st
     for name in names:
         spec = course.specs[name]
         _group, case = first_case(spec)
-        reference, _whence = reference_totals(course, spec, case, emulator)
-        ledgers[name] = {"case": case, "reference": reference}
+        ledgers[name] = {"case": case, "reference": reference_counts(course, spec, case, emulator).totals}
     return ledgers
-

@@ -88,3 +88,16 @@ def test_a_points_intensity_is_flops_over_the_sectors_bytes_and_the_roof_caps_it
     assert point.bytes == 480 and point.intensity == 2.0
     assert roofline.attainable(2.0, "sm_90") == 2.0 * 4.14e12
     assert roofline.attainable(1e6, "sm_90") == 67e12
+
+
+def test_profile_shows_the_lines_that_are_also_the_references_beside_its(tmp_path):
+    reference = (ROOT / "reference/matmul_naive.cu").read_text()
+    store = "    C[i * N + j] = acc;\n"
+    assert store in reference
+    (tmp_path / "matmul_naive.cu").write_text(reference.replace(store, store + store))  # the line twice
+    outcome = run("profile", tmp_path, "--assignment", "matmul_naive", "--json")
+    assert outcome.exit_code == 0, outcome.output
+    lines = json.loads(outcome.output)["cases"][0]["lines_beside_the_reference"]
+    loop = next(row for row in lines if "acc += A[k * M + i]" in row["source"])
+    assert loop["yours"]["global_load_values"] == loop["reference"]["global_load_values"] > 0
+    assert not any("C[i * N + j]" in row["source"] for row in lines)  # twice in yours: no longer one line
