@@ -270,9 +270,10 @@ class Access:
         self.m.log.add(Finding("misaligned_access", message, ins.line, tid, block, array), int(bad.size))
 
     # ----- counters and shadow state --------------------------------------------
-    def count(self, idx, a, total: int, vec: int, write: bool, words=None) -> None:
+    def count(self, idx, a, total: int, vec: int, write: bool, words=None, aligned: bool = False) -> None:
         """Requests, values, bytes, sectors or wavefronts of one instruction; ``words`` are
-        the lanes' shared words when the caller has them (any block offset: banks repeat)."""
+        the lanes' shared words when the caller has them (any block offset: banks repeat);
+        ``aligned``: the caller found every address aligned to ``total``."""
         if not self.counted:
             return
         if self.space == "generic":
@@ -302,7 +303,7 @@ class Access:
             events[requests_] += requests
             events[values_] += lanes * vec
             events[bytes_] += lanes * total
-            events[sectors_] += sectors(warps, a, total, full)
+            events[sectors_] += sectors(warps, a, total, full, aligned)
 
     def count_atomic(self, idx, a, size: int) -> None:
         """An atomic (``atom`` or ``red``) reads and writes its address: a load request and
@@ -455,18 +456,23 @@ def build_ld(ins: Instr, ch):
         groups = access.locate(idx, a, total, False, dt.itemsize)
         if len(groups) == 1 and groups[0][1] is None:
             buf, _, off = groups[0]
-            shared = check_shared and buf is ch.shared.bytes
-            words = off >> 2 if shared else None
-            access.count(idx, a, total, vec, False, words)
-            view = buf.view(dt)
             el = off >> shift
-            for k, put in enumerate(puts):
-                where = el + k if k else el
-                # indices are checked already: "wrap" skips numpy's buffered bounds check
-                if idx is None and direct[k] is not None:
-                    view.take(where, out=direct[k], mode="wrap")
-                else:
-                    put(idx, view.take(where, mode="wrap"))
+            shared = check_shared and buf is ch.shared.bytes
+            words = (el if shift == 2 else off >> 2) if shared else None
+            access.count(idx, a, total, vec, False, words, aligned=True)
+            view = buf.view(dt)
+            # indices are checked already: "wrap" skips numpy's buffered bounds check
+            if vec > 1 and view.size % vec == 0:  # whole vectors in one gather (aligned: el % vec == 0)
+                rows = view.reshape(-1, vec).take(el >> (vec.bit_length() - 1), axis=0, mode="wrap")
+                for k, put in enumerate(puts):
+                    put(idx, rows[:, k])
+            else:
+                for k, put in enumerate(puts):
+                    where = el + k if k else el
+                    if idx is None and direct[k] is not None:
+                        view.take(where, out=direct[k], mode="wrap")
+                    else:
+                        put(idx, view.take(where, mode="wrap"))
             if shared:
                 access.shadow(idx, None, off, total, "read", words)
             return
@@ -555,7 +561,7 @@ def build_st(ins: Instr, ch):
     def run(idx):
         a = get_addr(idx)
         groups = access.locate(idx, a, total, True, dt.itemsize)
-        access.count(idx, a, total, vec, True)
+        access.count(idx, a, total, vec, True, aligned=len(groups) == 1 and groups[0][1] is None)
         for buf, pos, off in groups:
             view = buf.view(dt)
             el = off >> shift

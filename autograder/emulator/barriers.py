@@ -161,6 +161,8 @@ def uncooperative_sync(machine, failure: LaunchFailure) -> LaunchFailure | None:
 def resolve(chunk) -> None:
     m = chunk.m
     grid = m.grid_barrier
+    if grid is None and _all_at_one_barrier(chunk):
+        return
     shape = (chunk.n_blocks, chunk.bs)
     status = chunk.status.reshape(shape)
     waiting = status == WAIT
@@ -192,6 +194,24 @@ def resolve(chunk) -> None:
     for pc, count in zip(*np.unique(low[blocks], return_counts=True), strict=False):
         m.tally.add(int(pc), "barriers", int(count))
     chunk.shared.shadow.barrier()  # blocks without waiting threads have all exited
+
+
+def _all_at_one_barrier(chunk) -> bool:
+    """The common case, released with no reports: every lane of the chunk waits (none
+    exited) at one barrier. What ``resolve`` does then, without its per-block analysis."""
+    pcs = chunk.wait_pc
+    at = int(pcs[0])
+    if chunk.status.max() != WAIT or not (pcs == at).all():
+        return False
+    m = chunk.m
+    if m.counted:
+        _check_counts(chunk, chunk.all_lanes)
+    _reduce(chunk, chunk.all_lanes)
+    chunk.status[:] = RUN
+    chunk.pc[:] = at + 1
+    m.tally.add(at, "barriers", chunk.n_blocks)
+    chunk.shared.shadow.barrier()
+    return True
 
 
 def _reduce(chunk, lanes: np.ndarray) -> None:

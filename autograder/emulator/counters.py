@@ -71,10 +71,14 @@ def whole_warps(warps: np.ndarray) -> bool:
     return bool((rows[:, 0] == rows[:, -1]).all() and (rows[1:, 0] != rows[:-1, 0]).all())
 
 
-def sectors(warps: np.ndarray, addr: np.ndarray, nbytes: int, full_warps: bool = False) -> int:
+def sectors(
+    warps: np.ndarray, addr: np.ndarray, nbytes: int, full_warps: bool = False, aligned: bool = False
+) -> int:
+    """Distinct 32-byte sectors per warp; ``aligned``: every address is a multiple of ``nbytes``
+    (the caller checked)."""
     first = addr >> 5
     row = 32 if full_warps and addr.size % 32 == 0 else None
-    if nbytes <= 32 and not int(np.bitwise_or.reduce(addr)) & (nbytes - 1):
+    if nbytes <= 32 and (aligned or not int(np.bitwise_or.reduce(addr)) & (nbytes - 1)):
         return distinct_per_warp(warps, first, row)  # aligned: each lane in one sector
     last = (addr + (nbytes - 1)) >> 5
     if nbytes <= 32 and (first == last).all():
@@ -86,14 +90,19 @@ def sectors(warps: np.ndarray, addr: np.ndarray, nbytes: int, full_warps: bool =
     return distinct_per_warp(np.concatenate([warps, warps])[order], np.concatenate([first, last])[order])
 
 
-FEW_WARPS = 16  # up to this many warps with different address patterns: one memo lookup each
+FEW_WARPS = 16  # requests of up to this many full warps: one memo lookup for the request
+MEMO_LIMIT = 1 << 12  # memoised patterns (a request's key is 4 KiB at most); then it starts over
+# (pattern, its dtype, words per lane) -> (wavefronts, minimum): a pure function of the pattern, so one
+# memo serves every launch of the process (most of a kernel's patterns recur in every case)
+_MEMO: dict[tuple[bytes, str, int], tuple[int, int]] = {}
 
 
 class BankModel:
-    """Wavefronts of shared-memory requests, memoised by each warp's address pattern."""
+    """Wavefronts of shared-memory requests, memoised by their address patterns (relative
+    to each warp's first word, which is all a warp's count depends on)."""
 
-    def __init__(self):
-        self._memo: dict[bytes, tuple[int, int]] = {}
+    def __init__(self, memo: dict[tuple[bytes, str, int], tuple[int, int]] = _MEMO):
+        self._memo = memo
 
     def wavefronts(
         self, warps: np.ndarray, words: np.ndarray, full_warps: bool, words_per_lane: int = 1
@@ -103,23 +112,41 @@ class BankModel:
         if full_warps and words.size % 32 == 0 and words.size:
             rows = words.reshape(-1, 32)
             rel = rows - rows[:, :1]  # a warp's count depends only on its words relative to one
+            if rows.shape[0] <= FEW_WARPS:
+                return self._request(rel, words_per_lane)
             if (rel == rel[0]).all():
                 count, minimum = self._row(rel[0], words_per_lane)
                 return count * rows.shape[0], minimum * rows.shape[0]
-            if rows.shape[0] <= FEW_WARPS:
-                counts = [self._row(r, words_per_lane) for r in rel]
-                return sum(c for c, _ in counts), sum(m for _, m in counts)
+        if warps.size and warps[0] == warps[-1]:  # some lanes of one warp (a halo, a guard)
+            return self._row(words - words[0], words_per_lane)
         if words_per_lane > 1:
             words = (words[:, None] + np.arange(words_per_lane)).reshape(-1)
             warps = np.repeat(warps, words_per_lane)
         return self._general(warps, words)
 
+    def _request(self, rel: np.ndarray, words_per_lane: int) -> tuple[int, int]:
+        """A few full warps, each row of ``rel`` one warp's words relative to its first."""
+        key = (rel.tobytes(), rel.dtype.char, words_per_lane)
+        counts = self._memo.get(key)
+        if counts is None:
+            rows = [self._row(r, words_per_lane) for r in rel]
+            counts = self._remember(key, (sum(c for c, _ in rows), sum(m for _, m in rows)))
+        return counts
+
     def _row(self, rel: np.ndarray, words_per_lane: int) -> tuple[int, int]:
-        key = (rel.tobytes(), words_per_lane)
-        if key not in self._memo:
+        """The lanes of one warp, ``rel`` their words relative to the first one's."""
+        key = (rel.tobytes(), rel.dtype.char, words_per_lane)
+        counts = self._memo.get(key)
+        if counts is None:
             every = (rel[:, None] + np.arange(words_per_lane)).reshape(-1)
-            self._memo[key] = _row_wavefronts(every)
-        return self._memo[key]
+            counts = self._remember(key, _row_wavefronts(every))
+        return counts
+
+    def _remember(self, key: tuple[bytes, str, int], counts: tuple[int, int]) -> tuple[int, int]:
+        if len(self._memo) >= MEMO_LIMIT:  # data-dependent addresses: a new pattern each time
+            self._memo.clear()
+        self._memo[key] = counts
+        return counts
 
     @staticmethod
     def _general(warps: np.ndarray, words: np.ndarray) -> tuple[int, int]:
@@ -152,7 +179,8 @@ class Tally:
     def __init__(self, n_instructions: int):
         self.lanes = [0] * n_instructions
         self.warps = [0] * n_instructions
-        self.events: list[dict[str, int]] = [defaultdict(int) for _ in range(n_instructions)]
+        # per instruction that moved data or passed a barrier: its events
+        self.events: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
 
     def add(self, index: int, name: str, value: int) -> None:
         self.events[index][name] += value
@@ -161,15 +189,18 @@ class Tally:
         totals = dict.fromkeys(COUNTER_NAMES, 0)
         by_line: dict[int, dict[str, int]] = {}
         for i, line in enumerate(lines):
-            if not self.lanes[i] and not self.events[i]:
+            events = self.events.get(i)
+            if not self.lanes[i] and not events:
                 continue  # never ran: a row of zeros
-            row = dict(self.events[i])
+            row = dict(events or ())
             row["lane_instructions"] = self.lanes[i]
             row["warp_instructions"] = self.warps[i]
             row["flops"] = self.lanes[i] * flops_per_lane[i]
+            per = None if line is None else by_line.get(line)
             for name, value in row.items():
                 totals[name] += value
                 if line is not None and value:
-                    per = by_line.setdefault(line, dict.fromkeys(COUNTER_NAMES, 0))
+                    if per is None:
+                        per = by_line[line] = dict.fromkeys(COUNTER_NAMES, 0)
                     per[name] += value
         return Counters(totals=totals, by_line=dict(sorted(by_line.items())))

@@ -66,12 +66,13 @@ def dynamic_shared_start(variables) -> int:
 
 
 # ----- the kernel: ptxas's refusals ------------------------------------------------------
-def check_kernel(variables, program: list[Instr], source: Program) -> None:
-    """Raise the :class:`CompileError` ptxas would for ``sm_90``, if any."""
+def check_kernel(variables, barriers: tuple[Instr, ...], source: Program) -> None:
+    """Raise the :class:`CompileError` ptxas would for ``sm_90``, if any; ``barriers``: the
+    kernel's block barriers (``is_block_barrier``), in program order."""
     _check_local_frame(variables, source)
     _check_static_shared(variables, source)
     _check_constants(variables, source)
-    for ins in program:
+    for ins in barriers:
         _check_barrier(ins, source)
 
 

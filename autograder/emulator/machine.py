@@ -20,13 +20,20 @@ runs instructions back to back without masks or PC arrays; register-only instruc
 run over all lanes (exited lanes' registers are dead). Otherwise the lanes at the minimum
 PC are compacted with ``np.flatnonzero`` and run the same way, on their own, until their
 PC reaches the lowest PC of the other runnable lanes (which is what minimum-PC scheduling
-would run anyway), so a guarded loop body costs no PC arrays per instruction either.
+would run anyway), so a guarded loop body costs no PC arrays per instruction either. A
+guard every lane passes costs a count, not a lane list. What a launch does once per
+instruction of the program (branch targets, spin-waits, register types, barrier checks) is
+done once per decoded kernel (``Decoded``); an executor is built when its instruction first
+runs, and a register-only one builds only its every-lane path until some lanes run it alone
+(``ops.every_lane``).
 
 Barriers: a lane at ``bar.sync`` waits; when no lane of the chunk can run, the barrier is
-resolved per block: all live threads at one barrier is a clean barrier; a block with exited
-threads, or with threads waiting at different barriers, is ``barrier_divergence``, released
-as the hardware releases it (exited threads do not hold a barrier up) so outputs stay
-GPU-like; different barrier ids waiting on each other is a ``deadlock``.
+resolved per block: all live threads at one barrier is a clean barrier (every lane of the
+chunk at one barrier, the common case, is released without the per-block analysis); a block
+with exited threads, or with threads waiting at different barriers, is
+``barrier_divergence``, released as the hardware releases it (exited threads do not hold a
+barrier up) so outputs stay GPU-like; different barrier ids waiting on each other is a
+``deadlock``.
 
 Spin-waits: lanes that loop back over an acquire load or atomic (``ld.acquire``,
 ``atom.acq_rel``: how cooperative groups' tiles of more than a warp wait for each other's
@@ -42,6 +49,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import time
 from dataclasses import dataclass
 
@@ -85,6 +93,7 @@ from autograder.emulator.limits import (
     check_kernel,
     check_launch,
     dynamic_shared_start,
+    is_block_barrier,
     static_shared_bytes,
 )
 from autograder.emulator.memory import (
@@ -162,6 +171,13 @@ class Decoded:
     shadow_unit: int  # bytes per shadow word of shared memory
     reductions: tuple[int, ...]  # the barriers that reduce a predicate (bar.red), in order
     counted: tuple[int, ...]  # the barriers with a thread count (bar.sync 1, 64), in order
+    block_barriers: tuple[Instr, ...]  # what limits.check_kernel checks
+    shared_variables: tuple  # the block's shared memory in layout order (reserved first)
+    registers: tuple[tuple[np.dtype, tuple[str, ...]], ...]  # names by storage type
+    register_bytes: int  # one lane's registers
+    targets: list[int]  # per instruction: a branch's target, or -1
+    leaves: list[bool]  # per instruction: a branch straight to an exit (a return)?
+    spins: list[bool]  # per instruction: the back-edge of a spin-wait (spin_waits)?
 
 
 @functools.lru_cache(maxsize=32)
@@ -173,6 +189,10 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
     kinds = [instruction_kind(ins) for ins in program]
     reductions = tuple(k for k, ins in enumerate(program) if kinds[k] == BAR and "red" in ins.mods)
     counted = tuple(k for k, ins in enumerate(program) if kinds[k] == BAR and barrier_operands(ins)[1])
+    shared = reserved_shared(program) + [v for v in kernel.variables if v.space == "shared"]
+    register_bytes = sum(storage_dtype(t).itemsize for t in kernel.registers.values())
+    targets = [ins.target for ins in program]
+    exits = {k for k, ins in enumerate(program) if kinds[k] == EXIT and ins.guard is None}
     return Decoded(
         kernel,
         program,
@@ -182,6 +202,13 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
         1 if narrow_shared_access(program) else 4,
         reductions,
         counted,
+        tuple(ins for ins in program if is_block_barrier(ins)),
+        tuple(shared),
+        _register_types(kernel),
+        register_bytes + 8 * len(kernel.call_params),
+        targets,
+        [target in exits for target in targets],
+        spin_waits(program),
     )
 
 
@@ -193,7 +220,7 @@ def decode_launchable(ptx: str, lowered_name: str, program: Program) -> Decoded:
         decoded = decoded_kernel(ptx, lowered_name, program.filename)
     except (ValueError, KeyError, IndexError) as error:
         raise Unsupported(f"the emulator cannot read this kernel's PTX: {error}") from error
-    check_kernel(decoded.kernel.variables, decoded.program, program)
+    check_kernel(decoded.kernel.variables, decoded.block_barriers, program)
     return decoded
 
 
@@ -203,7 +230,7 @@ class Machine:
     def __init__(self, ptx: str, lowered_name: str, launch: Launch, budget: int = DEFAULT_BUDGET):
         self.launch = launch
         self.filename = launch.program.filename
-        decoded = decode_launchable(ptx, lowered_name, launch.program)
+        self.decoded = decoded = decode_launchable(ptx, lowered_name, launch.program)
         self.kernel: Kernel = decoded.kernel
         self.program: list[Instr] = decoded.program
         self.kinds, self.flops, self.barrier_ids = decoded.kinds, decoded.flops, decoded.barrier_ids
@@ -211,8 +238,8 @@ class Machine:
         self.grid = tuple(launch.grid)
         self.block = tuple(launch.block)
         check_launch(self.kernel.variables, self.kernel.params, launch)
-        self.threads = int(np.prod(self.block))
-        self.n_blocks = int(np.prod(self.grid))
+        self.threads = math.prod(self.block)
+        self.n_blocks = math.prod(self.grid)
         self.log = FindingLog(self.filename)
         self.tally = Tally(len(self.program))
         self.banks = BankModel()
@@ -223,10 +250,7 @@ class Machine:
         self.memory = GlobalMemory()
         self.symbols: dict[str, int] = {}
         self._place_arguments()
-        self.layout = SharedLayout(
-            reserved_shared(self.program) + [v for v in self.kernel.variables if v.space == "shared"],
-            launch.shared_bytes,
-        )
+        self.layout = SharedLayout(decoded.shared_variables, launch.shared_bytes)
         self.local_size = local_bytes(self.kernel.variables)
         self.shadow_unit = decoded.shadow_unit
         self._local_offsets()
@@ -275,7 +299,7 @@ class Machine:
     # ----- running -----------------------------------------------------------
     def run(self) -> None:
         self.grid_barrier = GridBarrier(self) if self.launch.cooperative else None
-        per_block = self.threads * (self._register_bytes() + self.local_size + 48)
+        per_block = self.threads * (self.decoded.register_bytes + self.local_size + 48)
         per_block += self.layout.block_bytes * 6
         blocks = max(1, min(CHUNK_BYTES // per_block, MAX_CHUNK_LANES // self.threads))
         if self.grid_barrier:  # a grid sync waits for every block (limits.py bounds the grid);
@@ -303,11 +327,6 @@ class Machine:
             if explained is None:
                 raise
             raise explained from failure
-
-    def _register_bytes(self) -> int:
-        return sum(storage_dtype(t).itemsize for t in self.kernel.registers.values()) + 8 * len(
-            self.kernel.call_params
-        )
 
     def over_budget(self, index: int) -> BudgetError:
         return BudgetError(
@@ -347,22 +366,28 @@ class Chunk:
         self.full_warps = bs % 32 == 0
         self.all_lanes = np.arange(n, dtype=np.int64)
         self.block_linear = first + np.arange(n_blocks, dtype=np.int64)
-        self.regs = _registers(machine.kernel, n)
+        self.regs = _registers(machine.decoded.registers, n)
         self._views: dict[tuple, np.ndarray] = {}
         self._constants: dict[tuple, np.ndarray | np.generic] = {}
+        self._scratch: dict[type, np.ndarray] = {}
         self.shared = SharedMemory(machine.layout, n_blocks, machine.shadow_unit)
         self.shared_base = self.lane_slot * self.shared.block_bytes
         self.local = np.full(max(machine.local_size, 16) * n, 0xFF, np.uint8)
         self._sregs: dict[str, np.ndarray | np.generic] = {}
         self.steps = 0  # the scheduler's steps so far, as the last SIDE instruction saw them
         self.clock_start: np.ndarray | None = None  # per lane, for the clocks (special.py)
-        # per instruction: (executor, kind, guard); branches, exits and barriers are the
-        # scheduler's and have no executor; the others' are built when they first run
-        # (about 40% of a program's instructions never run in a given launch)
-        self.plan = [
-            (self._deferred(k) if kind <= SIDE else None, kind, self._guard(ins.guard))
-            for k, (ins, kind) in enumerate(zip(machine.program, machine.kinds, strict=True))
-        ]
+        # per instruction: (executor, kind, guard), made when the scheduler first reaches it
+        # (about 40% of a program's instructions never run in a given launch); branches,
+        # exits and barriers are the scheduler's and have no executor; the others' are built
+        # when they first run
+        self.plan: list[tuple | None] = [None] * len(machine.program)
+
+    def _bind(self, k: int) -> tuple:
+        """Instruction ``k``'s plan entry."""
+        kind = self.m.kinds[k]
+        guard = self._guard(self.m.program[k].guard)
+        entry = self.plan[k] = (self._deferred(k) if kind <= SIDE else None, kind, guard)
+        return entry
 
     def _deferred(self, k: int):
         def first_run(idx):
@@ -378,6 +403,7 @@ class Chunk:
         self.regs.clear()
         self._views.clear()
         self._constants.clear()
+        self._scratch.clear()
         self._sregs.clear()
         self.clock_start = None
         self.local = self.shared = None
@@ -401,6 +427,13 @@ class Chunk:
                 return None
             view = self._views[key] = storage.view(dtype)
         return view
+
+    def scratch(self, dtype) -> np.ndarray:
+        """A temporary register of ``dtype`` that executors share: valid only while one runs."""
+        array = self._scratch.get(dtype)
+        if array is None:
+            array = self._scratch[dtype] = np.empty(self.n, dtype)
+        return array
 
     def full(self, operand, dtype):
         """A value valid for the whole chunk (array or scalar), or None if it must be computed;
@@ -427,15 +460,8 @@ class Chunk:
     def scalar(self, operand, dtype):
         dtype = np.dtype(dtype)
         if isinstance(operand, Sym):
-            value = self.m.symbol_value(operand.name)
-        else:
-            value = immediate_bits(operand.text, "")
-        if dtype.kind == "f":
-            return dtype.type(value)
-        if dtype.kind == "b":
-            return np.bool_(value)
-        bits = 8 * dtype.itemsize
-        return np.array(int(value) & ((1 << bits) - 1), STORAGE[dtype.itemsize]).view(dtype)[()]
+            return _as_scalar(self.m.symbol_value(operand.name), dtype)
+        return _immediate(operand.text, dtype)
 
     def src(self, operand, dtype):
         """``get(idx)``: the operand's values for lanes ``idx`` (None: every lane)."""
@@ -532,10 +558,7 @@ class Chunk:
         them, which ends the launch); returns how many are left."""
         m = self.m
         plan = self.plan
-        targets = [ins.target for ins in m.program]
-        exits = {k for k, ins in enumerate(m.program) if m.kinds[k] == EXIT and ins.guard is None}
-        leaves = [target in exits for target in targets]  # a branch straight to an exit: a return
-        spins = spin_waits(m.program)
+        targets, leaves, spins = m.decoded.targets, m.decoded.leaves, m.decoded.spins
         tally_lanes, tally_warps = m.tally.lanes, m.tally.warps
         warp_of = self.warp_of
         n = self.n
@@ -560,7 +583,7 @@ class Chunk:
                     pc[act] = i
                     converged = False
                     continue
-                run, kind, g = plan[i]
+                run, kind, g = plan[i] or self._bind(i)
                 if g is None and kind == PURE:  # the common case, kept short
                     tally_lanes[i] += act_n
                     tally_warps[i] += act_warps
@@ -574,8 +597,12 @@ class Chunk:
                     sel, sel_n, sel_w = act, act_n, act_warps
                 else:
                     gv = g()
-                    sel = np.flatnonzero(gv) if act is None else act[gv[act]]
-                    sel_n = sel.size
+                    if act is None:  # every lane: a count first, a lane list only if some are off
+                        sel_n = int(np.count_nonzero(gv))
+                        sel = None if sel_n == n else np.flatnonzero(gv)
+                    else:
+                        sel = act[gv[act]]
+                        sel_n = sel.size
                     if sel_n == act_n:
                         sel, sel_w = act, act_warps
                     else:
@@ -677,18 +704,38 @@ def spin_waits(program: list[Instr]) -> list[bool]:
     ]
 
 
-def _registers(kernel: Kernel, n: int) -> dict[str, np.ndarray]:
-    """Every register of ``n`` lanes, zeroed: one allocation per storage type, a row each."""
+def _register_types(kernel: Kernel) -> tuple[tuple[np.dtype, tuple[str, ...]], ...]:
+    """The kernel's registers (and the parameters of the calls it inlined) by storage type."""
     types = {name: storage_dtype(t) for name, t in kernel.registers.items()}
     types.update(dict.fromkeys(kernel.call_params, np.dtype(np.uint64)))
     by_type: dict[np.dtype, list[str]] = {}
     for name, dt in types.items():
         by_type.setdefault(dt, []).append(name)
+    return tuple((dt, tuple(names)) for dt, names in by_type.items())
+
+
+def _registers(types: tuple[tuple[np.dtype, tuple[str, ...]], ...], n: int) -> dict[str, np.ndarray]:
+    """Every register of ``n`` lanes, zeroed: one allocation per storage type, a row each."""
     regs = {}
-    for dt, names in by_type.items():
+    for dt, names in types:
         rows = np.zeros((len(names), n), dt)
         regs.update(zip(names, rows, strict=True))
     return regs
+
+
+@functools.lru_cache(maxsize=4096)
+def _immediate(text: str, dtype: np.dtype):
+    """An immediate operand as a numpy scalar of ``dtype``, the same in every launch."""
+    return _as_scalar(immediate_bits(text, ""), dtype)
+
+
+def _as_scalar(value, dtype: np.dtype):
+    if dtype.kind == "f":
+        return dtype.type(value)
+    if dtype.kind == "b":
+        return np.bool_(value)
+    bits = 8 * dtype.itemsize
+    return np.array(int(value) & ((1 << bits) - 1), STORAGE[dtype.itemsize]).view(dtype)[()]
 
 
 def _converting_getter(storage: np.ndarray, dtype: np.dtype):

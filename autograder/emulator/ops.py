@@ -154,6 +154,24 @@ def lanewise(
     return lambda idx: put(idx, fn(*[g(idx) for g in gets]))
 
 
+def every_lane(fast, build_slow):
+    """``run(idx)``: ``fast()`` when every lane runs (idx None), else the executor
+    ``build_slow()`` returns, built the first time some lanes run alone (converged code never
+    does: building only the fast path halves the cost of building an executor)."""
+    slow = None
+
+    def run(idx):
+        nonlocal slow
+        if idx is None:
+            fast()
+            return
+        if slow is None:
+            slow = build_slow()
+        slow(idx)
+
+    return run
+
+
 def ufunc_op(ufunc):
     """A binary ufunc, computed in place into the destination register when possible."""
 
@@ -161,17 +179,9 @@ def ufunc_op(ufunc):
         dt = dtype_of(ins.type)
         d = ch.view(ins.operands[0], dt)
         a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
-        slow = lanewise(ins, ch, ufunc)
         if d is None or a_full is None or b_full is None:
-            return slow
-
-        def run(idx):
-            if idx is None:
-                ufunc(a_full, b_full, out=d)
-            else:
-                slow(idx)
-
-        return run
+            return lanewise(ins, ch, ufunc)
+        return every_lane(lambda: ufunc(a_full, b_full, out=d), lambda: lanewise(ins, ch, ufunc))
 
     return build
 
@@ -246,19 +256,19 @@ def build_mad(ins, ch):
         return lanewise(ins, ch, lambda a, b, c: mul_hi(a, b, dt) + c)
     d = ch.view(ins.operands[0], dt)
     fulls = [ch.full(o, dt) for o in ins.operands[1:4]]
-    slow = lanewise(ins, ch, lambda a, b, c: a * b + c)
     if d is None or any(f is None for f in fulls):
-        return slow
+        return lanewise(ins, ch, _mad)
     a_full, b_full, c_full = fulls
 
-    def run(idx):
-        if idx is None:
-            np.multiply(a_full, b_full, out=d)
-            np.add(d, c_full, out=d)
-        else:
-            slow(idx)
+    def fast():
+        np.multiply(a_full, b_full, out=d)
+        np.add(d, c_full, out=d)
 
-    return run
+    return every_lane(fast, lambda: lanewise(ins, ch, _mad))
+
+
+def _mad(a, b, c):
+    return a * b + c
 
 
 def build_fma(ins, ch):
@@ -268,24 +278,25 @@ def build_fma(ins, ch):
         # fused multiply-add except for rare double-rounding ties.
         d = ch.view(ins.operands[0], dt)
         fulls = [ch.full(o, dt) for o in ins.operands[1:4]]
-        slow = lanewise(ins, ch, lambda a, b, c: (np.multiply(a, b, dtype=np.float64) + c).astype(dt))
         if d is None or any(f is None for f in fulls):
-            return slow
+            return lanewise(ins, ch, _fma_f32)
         a_full, b_full, c_full = fulls
-        scratch = np.empty(d.size, np.float64)
+        scratch = ch.scratch(np.float64)
 
-        def run(idx):
-            if idx is None:
-                np.multiply(a_full, b_full, out=scratch, dtype=np.float64)
-                np.add(scratch, c_full, out=d, dtype=np.float64, casting="unsafe")  # f64 sum, rounded once
-            else:
-                slow(idx)
+        def fast():
+            np.multiply(a_full, b_full, out=scratch, dtype=np.float64)
+            np.add(scratch, c_full, out=scratch)
+            np.copyto(d, scratch, casting="unsafe")  # the f64 sum, rounded once
 
-        return run
+        return every_lane(fast, lambda: lanewise(ins, ch, _fma_f32))
     if dt == np.float16:  # f16 products are exact in f64: one rounding, as fused
         return lanewise(ins, ch, lambda a, b, c: (a.astype(np.float64) * b + c).astype(dt))
     # f64: numpy has no fused multiply-add; the product is rounded once more.
     return lanewise(ins, ch, lambda a, b, c: a * b + c)
+
+
+def _fma_f32(a, b, c):
+    return (np.multiply(a, b, dtype=np.float64) + c).astype(np.float32)
 
 
 def build_div(ins, ch):
@@ -571,31 +582,23 @@ def build_setp(ins, ch):
     fn = compare_fn(ins)
     dt = dtype_of(ins.type)
     dsts = ins.operands[0].items if isinstance(ins.operands[0], Vec) else (ins.operands[0],)
-    a, b = (ch.src(o, dt) for o in ins.operands[1:3])
     combine = next((BOOL_OPS[m] for m in ins.mods if m in BOOL_OPS), None)
+    if len(dsts) == 1 and combine is None and isinstance(fn, np.ufunc) and ins.type != "bf16":
+        d_view = ch.view(dsts[0], np.bool_)
+        a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
+        if d_view is not None and a_full is not None and b_full is not None:
+            return every_lane(
+                lambda: fn(a_full, b_full, out=d_view), lambda: _setp(ins, ch, fn, dt, dsts, combine)
+            )
+    return _setp(ins, ch, fn, dt, dsts, combine)
+
+
+def _setp(ins, ch, fn, dt, dsts, combine):
+    a, b = (ch.src(o, dt) for o in ins.operands[1:3])
     c = ch.src(ins.operands[3], np.bool_) if combine else None
     puts = [ch.dst(d, np.bool_) for d in dsts]
-    d_view = ch.view(dsts[0], np.bool_)
-    a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
     if ins.type == "bf16":  # compare the values the bits stand for
         a, b = (lambda idx, get=get: bf16_values(get(idx)) for get in (a, b))
-        a_full = b_full = None
-    if (
-        len(dsts) == 1
-        and combine is None
-        and d_view is not None
-        and isinstance(fn, np.ufunc)
-        and a_full is not None
-        and b_full is not None
-    ):
-
-        def fast(idx):
-            if idx is None:
-                fn(a_full, b_full, out=d_view)
-            else:
-                puts[0](idx, fn(a(idx), b(idx)))
-
-        return fast
 
     def run(idx):
         value = fn(a(idx), b(idx))

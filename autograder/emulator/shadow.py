@@ -21,6 +21,7 @@ Hazards name the first offending word in lane-then-word order and count words.""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,7 +59,7 @@ class SharedShadow:
     def read(self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int) -> list[Hazard]:
         state = _gather(self.state, rows, per)
         hazards = []
-        if state.min() != CLEAN or state.max() != CLEAN:
+        if np.bitwise_and.reduce(state, axis=None) != CLEAN:  # CLEAN is all ones: not every word is
             hazards += _first(
                 state == NEVER, "uninitialized_shared_read", "uninitialised", rows, threads, per, None, None
             )
@@ -90,24 +91,8 @@ class SharedShadow:
         state = _gather(self.state, rows, per)
         mine = _per_word(threads, per)
         hazards = []
-        waw = (state >= 0) & (state != mine)
-        if waw.any() and stored is not None:
-            new, old = stored()
-            waw &= new.reshape(waw.shape) != old.reshape(waw.shape)
-        if waw.any():
-            j = int(np.argmax(waw))
-            word = _word(rows, per, j)
-            hazards.append(
-                Hazard(
-                    "shared_race",
-                    "write-after-write",
-                    word,
-                    int(threads[j // per]),
-                    int(state.flat[j]),
-                    int(self.write_pc[word]),
-                    int(waw.sum()),
-                )
-            )
+        if state.max() >= 0:  # some words were written since the last barrier
+            hazards += self._rewritten(state, rows, threads, per, stored)
         hazards += self._after_reads(rows, threads, per)
         _scatter(self.state, rows, per, mine)
         clash = _gather(self.state, rows, per) != mine
@@ -129,6 +114,28 @@ class SharedShadow:
             )
         _scatter(self.write_pc, rows, per, pc)
         return hazards
+
+    def _rewritten(self, state, rows, threads, per, stored) -> list[Hazard]:
+        """Write-after-write: words another thread wrote since the last barrier."""
+        waw = (state >= 0) & (state != _per_word(threads, per))
+        if waw.any() and stored is not None:
+            new, old = stored()
+            waw &= new.reshape(waw.shape) != old.reshape(waw.shape)
+        if not waw.any():
+            return []
+        j = int(np.argmax(waw))
+        word = _word(rows, per, j)
+        return [
+            Hazard(
+                "shared_race",
+                "write-after-write",
+                word,
+                int(threads[j // per]),
+                int(state.flat[j]),
+                int(self.write_pc[word]),
+                int(waw.sum()),
+            )
+        ]
 
     def touch(self, rows: np.ndarray, per: int) -> None:
         """An atomic wrote these words: they are initialised, and race with nothing."""
@@ -221,8 +228,7 @@ def _gather(array: np.ndarray, rows: np.ndarray, per: int) -> np.ndarray:
     which numpy does ten times faster than a 2-D fancy index."""
     if per == 1:
         return array[rows]
-    wide = np.dtype(f"V{array.itemsize * per}")
-    return array.view(wide)[rows].view(array.dtype).reshape(-1, per)
+    return array.view(_wide(array.itemsize * per))[rows].view(array.dtype).reshape(-1, per)
 
 
 def _scatter(array: np.ndarray, rows: np.ndarray, per: int, values) -> None:
@@ -231,9 +237,14 @@ def _scatter(array: np.ndarray, rows: np.ndarray, per: int, values) -> None:
     if per == 1:
         array[rows] = values
         return
-    wide = np.dtype(f"V{array.itemsize * per}")
+    wide = _wide(array.itemsize * per)
     full = np.ascontiguousarray(np.broadcast_to(values, (rows.size, per)), array.dtype)
     array.view(wide)[rows] = full.view(wide).reshape(-1)
+
+
+@functools.cache
+def _wide(nbytes: int) -> np.dtype:
+    return np.dtype(f"V{nbytes}")
 
 
 def _per_word(values: np.ndarray, per: int) -> np.ndarray:

@@ -85,7 +85,9 @@ the others once per chunk. Nothing here runs per instruction."""
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 import time
 
 import numpy as np
@@ -118,16 +120,12 @@ class LaunchRegisters:
     """The launch-wide part of the special registers: which SM runs each block, where each
     SM's clock stands, the timer's epoch, the shared-memory sizes; and the cycles the
     launch's finished chunks took. Random draws are new for every launch (a student can
-    neither predict nor seed them), as a GPU's values are."""
+    neither predict nor seed them), as a GPU's values are; they are drawn when the kernel
+    first reads a register that depends on them (most never do)."""
 
     def __init__(self, grid, block, used_smem: int, dynamic_smem: int):
-        self.rng = np.random.default_rng()
-        self.warps_per_block = (int(np.prod(block)) + 31) // 32
-        n_blocks = int(np.prod(grid))
-        pairs = self.rng.permutation(SM_COUNT // 2)
-        self.sm_order = np.stack([2 * pairs, 2 * pairs + 1], axis=1).reshape(-1)
-        tpc = np.repeat(self.rng.integers(0, SM_SPREAD, SM_COUNT // 2), 2)  # a TPC's SMs agree
-        self.sm_start = self.rng.integers(*UPTIME_CYCLES) + tpc + self.rng.integers(0, 64, SM_COUNT)
+        self.warps_per_block = (math.prod(block) + 31) // 32
+        n_blocks = math.prod(grid)
         self.blocks_per_sm = max(1, min(BLOCK_SLOTS, WARP_SLOTS // self.warps_per_block))
         per_sm = min(WARP_SLOTS, -(-n_blocks // SM_COUNT) * self.warps_per_block)
         self.cpi = LONE_WARP_CPI + per_sm // 6
@@ -139,6 +137,20 @@ class LaunchRegisters:
             "%total_smem_size": np.uint32(-(-used_smem // SMEM_UNIT) * SMEM_UNIT),
             "%aggr_smem_size": np.uint32(used_smem + RESERVED_SMEM),
         }
+
+    @functools.cached_property
+    def rng(self) -> np.random.Generator:
+        return np.random.default_rng()
+
+    @functools.cached_property
+    def sm_order(self) -> np.ndarray:
+        pairs = self.rng.permutation(SM_COUNT // 2)
+        return np.stack([2 * pairs, 2 * pairs + 1], axis=1).reshape(-1)
+
+    @functools.cached_property
+    def sm_start(self) -> np.ndarray:
+        tpc = np.repeat(self.rng.integers(0, SM_SPREAD, SM_COUNT // 2), 2)  # a TPC's SMs agree
+        return self.rng.integers(*UPTIME_CYCLES) + tpc + self.rng.integers(0, 64, SM_COUNT)
 
     def chunk_done(self, steps: int) -> None:
         """A chunk of blocks ran ``steps`` scheduler steps: later chunks start after it."""
