@@ -29,9 +29,10 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.backends.base import CompileError, LaunchFailure, Program
+from autograder.backends.occupancy import DEVICES, occupancy
 from autograder.emulator.isa import Imm, Instr, immediate_bits
 from autograder.emulator.memory import local_bytes
-from autograder.emulator.special import BLOCK_SLOTS, RESERVED_SMEM, SM_COUNT, SMEM_UNIT, WARP_SLOTS
+from autograder.emulator.special import BLOCK_SLOTS, RESERVED_SMEM, SM_COUNT, WARP_SLOTS
 from autograder.feedback import counted
 
 MAX_LOCAL_BYTES = 512 << 10  # local memory per thread, CUDA's limit for compute capability 9.0
@@ -42,7 +43,7 @@ MODULE_DATA_CAP = 256 << 20  # __device__ variables the emulator holds (a grader
 GPU_MEMORY_BYTES = 143_771 << 20  # an H200's memory, as nvidia-smi reports it
 BARRIERS = 16  # named barriers per block
 MAX_BLOCK_THREADS = 1024
-SM_SHARED_BYTES = 233_472  # shared memory per SM (228 KiB), of which each block reserves 1 KiB
+SM_SHARED_BYTES = DEVICES["sm_90"].shared_per_sm  # 228 KiB an SM, of which each block reserves 1 KiB
 H200 = "an H200 (sm_90)"
 
 
@@ -186,22 +187,20 @@ def _check_dynamic_shared(variables, launch) -> None:
 
 def co_resident_blocks(variables, launch) -> tuple[int, str]:
     """The blocks of ``launch`` an H200 holds at once, and the resource that bounds them: its
-    SMs times the blocks one SM holds by threads, block slots and shared memory. Registers
-    are not counted (ptxas decides them, the emulator never meets it), so this is an upper
-    bound for a kernel with many."""
-    warps = -(-int(np.prod(launch.block)) // 32)
+    SMs times the blocks one SM holds by threads, block slots and shared memory (CUDA's
+    occupancy rules, ``backends/occupancy.py``). Registers are not counted (ptxas decides
+    them, the emulator never meets it), so this is an upper bound for a kernel with many."""
     shared = static_shared_bytes(variables)
     if launch.shared_bytes:
         shared = dynamic_shared_start(variables) + launch.shared_bytes
-    per_block = _align(shared, SMEM_UNIT) + RESERVED_SMEM
-    per_sm = {
-        f"an SM runs {WARP_SLOTS * 32:,} threads": WARP_SLOTS // warps,
-        f"an SM holds {BLOCK_SLOTS} blocks": BLOCK_SLOTS,
-        f"an SM has {SM_SHARED_BYTES:,} bytes of shared memory and a block takes {per_block:,}, "
-        f"with the {RESERVED_SMEM:,} it reserves": SM_SHARED_BYTES // per_block,
+    held = occupancy(DEVICES["sm_90"], int(np.prod(launch.block)), static_shared=shared)
+    why = {
+        "warps": f"an SM runs {WARP_SLOTS * 32:,} threads",
+        "blocks": f"an SM holds {BLOCK_SLOTS} blocks",
+        "shared memory": f"an SM has {SM_SHARED_BYTES:,} bytes of shared memory and a block takes "
+        f"{held.shared_per_block:,}, with the {RESERVED_SMEM:,} it reserves",
     }
-    bound = min(per_sm, key=per_sm.__getitem__)
-    return SM_COUNT * per_sm[bound], bound
+    return SM_COUNT * held.blocks_per_sm, why[held.limiting[0]]
 
 
 def _check_co_resident(variables, launch) -> None:

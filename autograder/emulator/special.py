@@ -92,16 +92,17 @@ import time
 
 import numpy as np
 
+from autograder.backends.occupancy import DEVICES, SMEM_UNIT
 from autograder.emulator.isa import NotEmulated, Sreg
 from autograder.emulator.ptx import Variable
 
-SM_COUNT = 132  # an H200's SMs: %nsmid
-WARP_SLOTS = 64  # resident warps an SM holds: %nwarpid
-BLOCK_SLOTS = 32  # resident blocks an SM holds
+H200 = DEVICES["sm_90"]  # its per-SM limits, measured on the device (bench/results/occupancy.md)
+SM_COUNT = H200.sms  # 132: %nsmid
+WARP_SLOTS = H200.warps_per_sm  # 64 resident warps an SM holds: %nwarpid
+BLOCK_SLOTS = H200.blocks_per_sm  # 32 resident blocks an SM holds
 CLOCK_HZ = 1.98e9  # the H200's SM clock under load
 TIMER_STEP_NS = 32  # %globaltimer's resolution
-SMEM_UNIT = 128  # %total_smem_size's allocation unit on sm_90
-RESERVED_SMEM = 1024  # shared memory sm_90 reserves per block (in %aggr_smem_size)
+RESERVED_SMEM = H200.reserved_shared  # 1 KiB sm_90 reserves per block (in %aggr_smem_size)
 LONE_WARP_CPI = 3  # cycles per instruction of a warp alone on its SM (fits the measured loop)
 SM_SPREAD = 4_000_000  # cycles between the SMs' clocks, at most
 UPTIME_CYCLES = (20_000_000_000, 3_600_000_000_000)  # 10 s .. 30 min at 1.98 GHz
