@@ -568,14 +568,20 @@ def new(name, kernel, course_root):
     )
 
 
+def regenerating(stale: str):
+    """NAMES (default: every assignment) and --check, for the commands that regenerate files
+    from the references; ``stale`` says what --check names."""
+
+    def decorate(command):
+        help_ = f"Write nothing; exit 1 naming every {stale}."
+        command = click.option("--check", "check_only", is_flag=True, help=help_)(command)
+        return click.argument("names", nargs=-1)(command)
+
+    return decorate
+
+
 @main.command()
-@click.argument("names", nargs=-1)
-@click.option(
-    "--check",
-    "check_only",
-    is_flag=True,
-    help="Write nothing; exit 1 naming every starter that differs from what its reference generates.",
-)
+@regenerating("starter that differs from what its reference generates")
 @course_option
 def starters(names, check_only, course_root):
     """Generate starter/NAME.cu from reference/NAME.cu's markers, for NAMES (default: every assignment).
@@ -796,13 +802,7 @@ def parse_case(text: str | None) -> dict | None:
 
 
 @main.command("handout-profiles")
-@click.argument("names", nargs=-1)
-@click.option(
-    "--check",
-    "check_only",
-    is_flag=True,
-    help="Write nothing; exit 1 naming every handout whose profile block is stale.",
-)
+@regenerating("handout whose profile block is stale")
 @course_option
 def handout_profiles(names, check_only, course_root):
     """Write, at the end of assignments/NAME/README.md, what `autograder profile` shows for the
