@@ -328,6 +328,30 @@ MUTANTS = [
         '        if self.sources["reference"] is None:\n            return',
         "        if False:\n            return",
     ),
+    (
+        "occupancy: no shared memory reserved per block",
+        "autograder/backends/occupancy.py",
+        "static_shared + dynamic_shared + device.reserved_shared",
+        "static_shared + dynamic_shared",
+    ),
+    (
+        "occupancy: registers not allocated in units",
+        "autograder/backends/occupancy.py",
+        "per_warp = _round_up(registers * WARP, REG_UNIT)",
+        "per_warp = registers * WARP",
+    ),
+    (
+        "occupancy: barriers not per block slot",
+        "autograder/backends/occupancy.py",
+        "device.barriers_per_block_slot * device.blocks_per_sm // barriers",
+        "device.blocks_per_sm // barriers",
+    ),
+    (
+        "rubric: an occupancy floor over 1 accepted",
+        "autograder/rubric.py",
+        "if not 0 < at_least <= 1:",
+        "if not 0 < at_least:",
+    ),
 ]
 
 

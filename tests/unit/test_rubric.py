@@ -128,3 +128,27 @@ def test_one_vocabulary():
     assert tuple(SCORERS) == CHECKS
     assert set(FINDING_CHECKS.values()) <= set(CHECKS)
     assert set(METRICS) <= set(CHECKS) and set(METRICS["traffic"]) == set(COUNTER_NAMES)
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ("{check: resources, cases: safety, points: 1}", "has no 'metric'"),
+        ("{check: resources, cases: safety, points: 1, metric: registers}", "resources metric"),
+        ("{check: resources, cases: safety, points: 1, metric: occupancy}", "has no 'at_least'"),
+        (
+            "{check: resources, cases: safety, points: 1, metric: occupancy, at_least: 50}",
+            "0 < at_least <= 1",
+        ),
+        (
+            "{check: resources, cases: safety, points: 1, metric: spills, at_least: 0.5}",
+            "occupancy metric only",
+        ),
+        ("{check: bounds, cases: safety, points: 1, at_least: 0.5}", "only applies to resources items"),
+    ],
+)
+def test_a_malformed_resources_item_is_named_with_its_line(tmp_path, item, message):
+    path = tmp_path / "rubric.yaml"
+    path.write_text(f"course: c\nbackend: auto\nassignments:\n  a:\n    items:\n      - {item}\n")
+    with pytest.raises(RubricError, match=message):
+        load_rubric(path, {"a": {"safety": ()}})
