@@ -93,7 +93,7 @@ MUTANTS = [
     (
         "compare: flat index only",
         "autograder/compare.py",
-        "if math.prod(shape) == got.size and len(shape) > 1",
+        "if math.prod(shape) == got_raw.size and len(shape) > 1",
         "if False",
     ),
     (
@@ -111,8 +111,8 @@ MUTANTS = [
     (
         "worker: no restart after a death",
         "autograder/backends/worker.py",
-        "if self._process is not None and self._process.poll() is None:",
-        "if self._process is not None:",
+        "if self._process is None or self._process.poll() is not None:",
+        "if self._process is None:",
     ),
     (
         "worker: compile log lost",
