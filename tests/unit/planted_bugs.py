@@ -275,8 +275,8 @@ MUTANTS = [
     (
         "cases: timing reuses the grading inputs",
         "autograder/cases.py",
-        "for k in range(1, input_sets + 1)\n",
-        "for k in range(input_sets)\n",
+        "for k in range(1, input_sets + 1)]",
+        "for k in range(input_sets)]",
     ),
     (
         "worker: a stop spares the worker's process group",
