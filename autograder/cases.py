@@ -254,15 +254,21 @@ def prepare(spec: Spec, source: str, ref: GroupCase, time_limit_s: float) -> Pre
             args.append(_buffer(arg, case, inputs))
         else:
             args.append(ScalarArg(arg.name, evaluate(arg.value, case), arg.dtype))
-    launch = Launch(
+    launch = replace(bare_launch(spec, source, case, time_limit_s), args=tuple(args))
+    return Prepared(launch=launch, inputs=inputs, ref=ref)
+
+
+def bare_launch(spec: Spec, source: str, case: Case, time_limit_s: float) -> Launch:
+    """The case's program and geometry, without arguments: no inputs are drawn (what the
+    compiler gives the kernel and its occupancy need no more)."""
+    return Launch(
         program=program(spec, source, case),
         grid=dim3(spec.grid, case),
         block=dim3(spec.block, case),
-        args=tuple(args),
+        args=(),
         shared_bytes=int(evaluate(spec.shared_bytes, case)),
         time_limit_s=min(spec.time_limit_s, time_limit_s),
     )
-    return Prepared(launch=launch, inputs=inputs, ref=ref)
 
 
 def _buffer(array: Array, case: Case, inputs: dict[str, np.ndarray]) -> Buffer:

@@ -12,7 +12,7 @@ runs, so an empty stub collects nothing.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Protocol
 
 from autograder import performance
@@ -154,11 +154,11 @@ def resources(item: Item, runs: Runs) -> ItemResult:
     lines = [_resource_line(item, case, found, held) for case, found, held in figures]
     met = all(_meets(item, found, held) for _, found, held in figures)
     result = _result(item, item.points if met else 0.0, lines, outcomes)
-    result.evidence["resources"] = [
+    recorded = [
         {"case": case, **asdict(found), "blocks_per_sm": held.blocks_per_sm, "occupancy": held.fraction}
         for case, found, held in figures
     ]
-    return result
+    return replace(result, evidence={**result.evidence, "resources": recorded})
 
 
 def _meets(item: Item, found: Resources, held: Occupancy) -> bool:

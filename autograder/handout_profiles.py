@@ -13,8 +13,8 @@ import math
 import re
 
 from autograder.backends.base import Backend, Counters
-from autograder.cases import find_case, prepare
-from autograder.ledger import first_case, ledger, ledger_table
+from autograder.cases import bare_launch
+from autograder.ledger import first_case, ledger, ledger_table, reference_counts
 from autograder.model import Course
 from autograder.resources import describe, launch_resources
 
@@ -27,10 +27,9 @@ def block(course: Course, name: str, emulator: Backend, arch: str = "sm_90") -> 
     """The README block of assignment ``name``: its reference profiled on the first safety case."""
     spec = course.specs[name]
     group, case = first_case(spec)
-    source = course.reference_source(name).read_text()
-    launch = prepare(spec, source, find_case(spec, case, 0), course.rubric.limits.case_s).launch
-    totals = (emulator.launch(launch).counters or Counters()).totals
+    totals = reference_counts(course, spec, case, emulator).totals or {}
     rows = ledger(spec, Counters(totals=totals), totals, case)
+    launch = bare_launch(spec, course.reference_source(name).read_text(), case, course.rubric.limits.case_s)
     resources = launch_resources(launch.program, math.prod(launch.block), launch.shared_bytes, arch)
     shown = ", ".join(f"{k}={v}" for k, v in case.items())
     return "\n".join(
