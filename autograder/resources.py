@@ -1,6 +1,6 @@
 """What the compiler gave a kernel, without a GPU: registers per thread, spills, local memory,
 static shared memory and barriers, from ptxas's verbose report on NVRTC's cubin for a target
-GPU (``compiler.ptxas_report``), and the theoretical occupancy they allow for a launch
+GPU (``compiler.compile_reported``), and the theoretical occupancy they allow for a launch
 geometry (``backends/occupancy.py``).
 
 ptxas reports, per entry function::
@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 from autograder.backends.base import Program
 from autograder.backends.occupancy import DEVICES, Occupancy, occupancy
-from autograder.compiler import compile_cubin, ptxas_report
+from autograder.compiler import compile_reported
 from autograder.feedback import counted
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
@@ -58,8 +58,8 @@ def kernel_resources(program: Program, arch: str = "sm_90") -> Resources:
     compile; a ValueError for an arch the occupancy rules do not know)."""
     if arch not in DEVICES:
         raise ValueError(f"no occupancy rules for {arch}; known: {', '.join(DEVICES)}")
-    lowered = compile_cubin(program, arch).lowered_name
-    return parse_report(ptxas_report(program, arch), lowered, arch)
+    compiled = compile_reported(program, arch)
+    return parse_report(compiled.log, compiled.lowered_name, arch)
 
 
 def parse_report(report: str, kernel: str, arch: str) -> Resources:
