@@ -385,7 +385,8 @@ def data_uri(fig: Figure) -> str:
 
 def rooflines(c: Class, student: Student) -> dict[str, str]:
     """Per assignment, the roofline of the student's kernel beside the reference's on the case
-    ``autograder profile`` runs by default (``roofline.py``), where the report has its counts."""
+    ``autograder profile`` runs by default (``roofline.py``), where the report has its counts;
+    with both as a GPU timed them where one did."""
     drawn_ = {}
     for assignment, entry in c.ledger.items():
         totals = _case_totals(student.assignment_items(assignment), entry.get("case"))
@@ -394,9 +395,31 @@ def rooflines(c: Class, student: Student) -> dict[str, str]:
         points = [roofline.point("student", totals)]
         if entry.get("reference"):
             points.append(roofline.point("reference", entry["reference"]))
+        timed = _timed(student.assignment_items(assignment), entry.get("timed"))
         case = ", ".join(f"{k}={v}" for k, v in entry["case"].items())
-        drawn_[assignment] = data_uri(roofline.picture(points, "sm_90", f"{assignment}, {case}"))
+        title = f"{assignment}, {case}"
+        title = (
+            roofline.timed_title(title, entry["timed"]["case"], bool(entry["timed"].get("scale")))
+            if timed
+            else title
+        )
+        drawn_[assignment] = data_uri(roofline.picture(points + timed, "sm_90", title))
     return drawn_
+
+
+def _timed(items: list[dict], stand_in: dict | None) -> list[roofline.Point]:
+    """Both kernels as a GPU timed them, at the intensities counted on the timed case's stand-in
+    (``ledger.stand_in``); none where no GPU timed them or either count is missing."""
+    record = roofline.timed_case(items)
+    totals = _case_totals(items, stand_in["case"]) if record and stand_in else None
+    if totals is None or not stand_in.get("reference"):
+        return []
+    scale = stand_in.get("scale")
+    counted = [
+        roofline.point(who, t, scale)
+        for who, t in (("student", totals), ("reference", stand_in["reference"]))
+    ]
+    return roofline.measured(counted, record)
 
 
 def _case_totals(items: list[dict], case: dict | None) -> dict | None:

@@ -42,6 +42,8 @@ from autograder.ledger import (
     ledger_table,
     lines_table,
     reference_counts,
+    stand_in,
+    timed_scale,
 )
 from autograder.model import Course, Grade, ItemResult, read_course
 from autograder.report import write_report
@@ -676,6 +678,12 @@ def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: li
     help="Also draw the roofline of the first case (yours and the reference's point) to this .svg or .png.",
 )
 @click.option(
+    "--timings",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A TA report (report.json) of a grading on a GPU: --plot also shows both kernels as it timed them.",
+)
+@click.option(
     "--arch",
     type=click.Choice(sorted(DEVICES)),
     default="sm_90",
@@ -683,7 +691,7 @@ def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: li
     help="The GPU whose registers and occupancy to show (ptxas's figures for it).",
 )
 @course_option
-def profile(submission, assignment, case_texts, seed, as_json, plot, arch, course_root):
+def profile(submission, assignment, case_texts, seed, as_json, plot, timings, arch, course_root):
     """Run cases of SUBMISSION on the emulator: for each, counters by source line, findings, and
     the lecture's ledger (your totals beside the reference's and the closed forms); then the
     registers, spills and shared memory ptxas gives the kernel and its occupancy. Exits 1 when
@@ -697,12 +705,24 @@ def profile(submission, assignment, case_texts, seed, as_json, plot, arch, cours
         source, problem = policy.read_source(path) if path else ("", problem)
     if problem:
         raise click.ClickException(problem)
+    if timings and not plot:
+        raise click.BadParameter(
+            "the timings are drawn on the roofline: give --plot too", param_hint="--timings"
+        )
+    timed = timed_case(timings, assignment) if timings else None
     limits = course.rubric.limits
     emulator = select_backend("emulator", limits.compile_s, limits.emulator_mb)
     try:
         runs = [
             profiled(course, spec, source, case, seed, emulator) for case in profile_cases(spec, case_texts)
         ]
+        measured, title = [], f"{assignment}: {runs[0]['which']}"
+        if timed and (counted_on := stand_in(spec, timed["case"])):
+            scale = timed_scale(spec, counted_on, timed["case"])
+            measured = timed_points(course, spec, source, timed, (counted_on, scale), seed, emulator)
+            title = roofline.timed_title(title, counted_on, bool(scale))
+        elif timed:
+            click.echo(f"no aligned case of {assignment} has the timed case's tiles: no timed points")
     finally:
         emulator.close()
     launch = runs[0]["launch"]
@@ -717,22 +737,52 @@ def profile(submission, assignment, case_texts, seed, as_json, plot, arch, cours
         click.echo("\n\n".join(run["text"] for run in runs))
         click.echo("\n" + (resources.get("error") or describe(resources)))
     if plot:
-        plot_roofline(runs[0], arch, plot, f"{assignment}: {runs[0]['which']}")
+        plot_roofline(runs[0], arch, plot, title, measured)
     if any(run["findings"] for run in runs):
         sys.exit(1)
 
 
-def plot_roofline(run: dict, arch: str, path: Path, title: str) -> None:
-    """The roofline of one profiled case at ``path``, with the student's and the reference's points."""
+def timed_case(report: Path, assignment: str) -> dict | None:
+    """The case a GPU timed with the most work in a TA report, for ``assignment``; None, said, where none."""
+    try:
+        items = json.loads(report.read_text())["items"]
+        timed = roofline.timed_case([i for i in items if i.get("assignment") == assignment])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise click.BadParameter(
+            f"{report} is not a TA report (report.json): {e}", param_hint="--timings"
+        ) from e
+    if timed is None:
+        click.echo(f"no GPU timing of {assignment} in {report}: the roofline shows the counted points only")
+    return timed
+
+
+def timed_points(course: Course, spec, source: str, record: dict, counted_on: tuple, seed: int, emulator):
+    """Both kernels as a GPU timed them (``record``), at the intensities counted on the timed
+    case's stand-in and grown to the timed case (``counted_on``: the case and the scale,
+    ``ledger.stand_in`` and ``ledger.timed_scale``; the timed case is too large to count)."""
+    case, scale = counted_on
+    return roofline.measured(
+        counted_points(profiled(course, spec, source, (case, "stand-in"), seed, emulator), scale), record
+    )
+
+
+def counted_points(run: dict, scale: dict | None = None) -> list[roofline.Point]:
+    """The student's and (where counted) the reference's points of one profiled case."""
+    points = [roofline.point("student", run["totals"], scale)]
+    if run["reference_totals"]:
+        points.append(roofline.point("reference", run["reference_totals"], scale))
+    return points
+
+
+def plot_roofline(run: dict, arch: str, path: Path, title: str, measured: list[roofline.Point]) -> None:
+    """The roofline of one profiled case at ``path``, with the student's and the reference's points,
+    and the ``measured`` ones (both kernels as a GPU timed them)."""
     if arch not in roofline.PEAKS:
         raise click.BadParameter(
             f"no roofline for {arch}; known: {', '.join(roofline.PEAKS)}", param_hint="--arch"
         )
-    points = [roofline.point("student", run["totals"])]
-    if run["reference_totals"]:
-        points.append(roofline.point("reference", run["reference_totals"]))
     try:
-        roofline.draw(points, arch, path, title)
+        roofline.draw(counted_points(run) + measured, arch, path, title)
     except ImportError as e:
         raise click.ClickException(
             f"the roofline needs matplotlib: pip install 'cuda-autograder[batch]' ({e})"

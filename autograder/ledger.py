@@ -10,13 +10,17 @@ working from the handout sees the same ledger, for the cases the handout carries
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from autograder import reference_counters
 from autograder.backends.base import COUNTER_NAMES, Backend, Counters
 from autograder.cases import GroupCase, prepare
 from autograder.model import Course
+from autograder.performance import minimum_work
 from autograder.spec import Case, Spec, evaluate
+
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
 
 @dataclass(frozen=True)
@@ -152,12 +156,47 @@ def first_case(spec: Spec) -> tuple[str, Case]:
     return group, dict(spec.cases[group][0])
 
 
+def stand_in(spec: Spec, timed: Case) -> Case | None:
+    """The aligned case that counts like ``timed`` (a timed case, far too large to count): the
+    largest with its compile-time parameters (those ``Spec.defines`` names: the tiles, the block),
+    whose intensity is the timed case's for the course's kernels; None where no aligned case has them."""
+    tiles = {name for expression in spec.defines.values() for name in IDENTIFIER.findall(expression)}
+    alike = [dict(c) for c in spec.cases.get("aligned", ()) if all(c.get(k) == timed.get(k) for k in tiles)]
+    return max(alike, key=lambda c: minimum_work(spec, c).bytes, default=None)
+
+
+SCALED = {
+    "flops": None,
+    "global_load_sectors": "global_load_values",
+    "global_store_sectors": "global_store_values",
+}
+
+
+def timed_scale(spec: Spec, stand_in: Case, timed: Case) -> dict[str, float]:
+    """How the counts on ``stand_in`` grow to ``timed``: per counter of the roofline (flops, global
+    load and store sectors), the ratio of the spec's closed forms on the two cases (its ``flops``,
+    the ledger's global load and store values); empty, counts kept, unless the spec gives all three."""
+    formulas = {
+        counter: spec.ledger.get(values) if values else spec.flops for counter, values in SCALED.items()
+    }
+    if not all(f and f != "0" for f in formulas.values()):
+        return {}
+    return {counter: evaluate(f, timed) / evaluate(f, stand_in) for counter, f in formulas.items()}
+
+
 def class_ledger(course: Course, names: list[str], emulator: Backend) -> dict[str, dict]:
     """Per assignment, its default case and the reference's totals on it (None where there are
-    none), for the class report's rooflines (``autograder batch`` writes it into class.json)."""
+    none), and the same on the stand-in of its first timed case (``timed``) where it has one, for
+    the class report's rooflines (``autograder batch`` writes it into class.json)."""
     ledgers = {}
     for name in names:
         spec = course.specs[name]
         _group, case = first_case(spec)
         ledgers[name] = {"case": case, "reference": reference_counts(course, spec, case, emulator).totals}
+        perf = dict(spec.cases["perf"][0]) if spec.cases.get("perf") else None
+        counted_on = stand_in(spec, perf) if perf else None
+        if counted_on is not None:
+            totals = reference_counts(course, spec, counted_on, emulator).totals
+            scale = timed_scale(spec, counted_on, perf)
+            ledgers[name]["timed"] = {"case": counted_on, "reference": totals, "scale": scale}
     return ledgers

@@ -103,10 +103,13 @@ def minimum_work(spec: Spec, case: Case) -> Work:
     )
 
 
-def with_floor(timing: Timing, work: Work) -> Timing:
-    """``timing`` with its device's physical floor for ``work`` (none on a device without ceilings)."""
+def with_work(timing: Timing, work: Work) -> Timing:
+    """``timing`` with the case's ``work``: its flops (for the roofline's measured point) and its
+    device's physical floor for it (none on a device without ceilings)."""
     ceilings = CEILINGS_BY_DEVICE.get(timing.device)
-    return replace(timing, floor_ms=ceilings.floor_ms(work) if ceilings else None)
+    return replace(
+        timing, floor_ms=ceilings.floor_ms(work) if ceilings else None, work_flops=work.flops or None
+    )
 
 
 def below_floor(student_ms: float, floor_ms: float) -> bool:

@@ -189,7 +189,7 @@ class CaseRunner:
             else timing_requests(self.spec, self.sources, group, self.secret, self.case_s)
         )
         return [
-            performance.with_floor(grading.time(r), performance.minimum_work(self.spec, r.case))
+            performance.with_work(grading.time(r), performance.minimum_work(self.spec, r.case))
             for r in requests
         ]
 

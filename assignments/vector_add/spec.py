@@ -25,6 +25,7 @@ SPEC = Spec(
         "perf": ({"n": 1 << 26},),
     },
     reference=reference,
+    flops="n",  # one addition per element (the roofline's measured point)
     ledger={
         "global_load_values": "2 * n",
         "global_store_values": "n",

@@ -188,6 +188,7 @@ class Timing:
     device: str  # the device's name, e.g. "NVIDIA H200"
     clocks: Mapping[str, str] = field(default_factory=dict)  # e.g. {"sm_mhz": "1980", ...}
     floor_ms: float | None = None  # the physical floor; set by the grading side, which knows the work
+    work_flops: float | None = None  # the spec's flops on this case (the roofline's measured point); ditto
     wrong: str | None = None  # the first timed launch whose outputs were wrong, described
 
     @property

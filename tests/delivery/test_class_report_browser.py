@@ -31,10 +31,13 @@ pytest.importorskip("matplotlib", reason="the class report needs the batch extra
 
 from PIL import Image
 
+from autograder.backends.base import Timing
 from autograder.backends.emulator import EmulatorBackend
 from autograder.class_report import write_class_report
 from autograder.ledger import class_ledger
 from autograder.model import read_course
+from autograder.performance import minimum_work, score_timings, with_work
+from autograder.spec import load_specs
 from tests.unit.synthetic_class import PRINTS, SCRIPT, STUDENTS, make_class, student_id
 
 from .chromium import Chromium, Visit, find_chromium
@@ -166,6 +169,8 @@ def real(tmp_path_factory) -> Path:
         command += ["--results", str(out / "results.json"), "--report", str(out / "report")]
         graded = subprocess.run(command, capture_output=True, text=True, timeout=300)
         assert graded.returncode == 0, graded.stderr
+        if folder == "submission_2":
+            timed_on_a_gpu(out / "report.json", student_ms=4.0, reference_ms=3.0)
         who = [{"name": f"Real Student {number}", "sid": f"7{number}", "email": f"r{number}@example.edu"}]
         entries.append(
             {"id": folder, "submitters": who, "status": "graded", "reason": None, "source": str(submission)}
@@ -198,6 +203,18 @@ def real(tmp_path_factory) -> Path:
     return root / "graded" / "report" / "index.html"
 
 
+def timed_on_a_gpu(report: Path, student_ms: float, reference_ms: float) -> None:
+    """The report's performance item as grading on a GPU writes it (the emulator times nothing)."""
+    data = json.loads(report.read_text())
+    spec = load_specs(ROOT)["window_sum"]
+    case = dict(spec.cases["perf"][0])
+    timing = Timing(case, student_ms, reference_ms, 0.01, 0.01, 30, 3, "NVIDIA H200")
+    evidence = score_timings([with_work(timing, minimum_work(spec, case))], 1.2, 4.0)
+    item = next(i for i in data["items"] if i["check"] == "performance")
+    item["evidence"] = {"ratio": evidence.to_dict()}
+    report.write_text(json.dumps(data))
+
+
 def test_a_real_class_shows_the_early_return_at_its_line(real):
     index = real.read_text()
     assert "1 student · window_sum · barriers: barrier divergence" in index
@@ -220,3 +237,9 @@ def test_a_real_students_page_has_the_roofline_of_their_kernel_beside_the_refere
     uri = re.search(r'<img src="data:image/svg\+xml;base64,([^"]+)" alt="roofline of window_sum', page)
     svg = base64.b64decode(uri.group(1)).decode()
     assert 'id="student"' in svg and 'id="reference"' in svg and "window_sum, T=32, n=1" in svg
+    assert 'id="student-measured"' in svg and 'id="reference-measured"' in svg  # a GPU timed it
+    assert "timed: 0.0671 TFLOP/s (NVIDIA H200, T=256, n=67108864)" in svg  # 4n flops in 4 ms
+    assert "intensity counted at T=256, n=65536" in svg
+    untimed = (real.parent / "students" / "submission_1.html").read_text()
+    uri = re.search(r'<img src="data:image/svg\+xml;base64,([^"]+)" alt="roofline of window_sum', untimed)
+    assert 'id="student"' in (svg := base64.b64decode(uri.group(1)).decode()) and "measured" not in svg

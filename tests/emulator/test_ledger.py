@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from autograder import roofline
+from autograder import ledger, roofline
+from autograder.backends.base import Timing
 from autograder.backends.emulator import EmulatorBackend
 from autograder.cases import GroupCase, prepare
 from autograder.cli import main
+from autograder.performance import minimum_work, score_timings, with_work
 from autograder.spec import evaluate, load_specs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,6 +83,85 @@ def test_profile_draws_the_roofline_with_both_points(tmp_path):
     svg = picture.read_text()
     assert svg.startswith("<?xml") and 'id="student"' in svg and 'id="reference"' in svg
     assert "4.14 TB/s" in svg and "67 TFLOP/s" in svg
+
+
+def timed_item(name: str, student_ms: float, reference_ms: float, wrong: str | None = None) -> dict:
+    """A TA report's performance item on ``name``'s perf case, as grading on a GPU writes it."""
+    case = dict(SPECS[name].cases["perf"][0])
+    timing = Timing(case, student_ms, reference_ms, 0.01, 0.01, 30, 3, "NVIDIA H200", wrong=wrong)
+    evidence = score_timings([with_work(timing, minimum_work(SPECS[name], case))], 1.3, 4.0)
+    return {"assignment": name, "name": f"{name}: time", "evidence": {"ratio": evidence.to_dict()}}
+
+
+def test_profile_draws_both_kernels_as_a_gpu_timed_them_from_a_ta_report(tmp_path):
+    report, picture = tmp_path / "report.json", tmp_path / "roofline.svg"
+    report.write_text(json.dumps({"items": [timed_item("matmul_block_tile", 2.0, 1.0)]}))
+    source = ROOT / "reference/matmul_block_tile.cu"
+    outcome = run(
+        "profile", source, "--assignment", "matmul_block_tile", "--plot", picture, "--timings", report
+    )
+    assert outcome.exit_code == 0, outcome.output
+    svg = picture.read_text()
+    assert 'id="student-measured"' in svg and 'id="reference-measured"' in svg and 'id="student"' in svg
+    assert "TFLOP/s (NVIDIA H200, L=128, V=8, S=8, M=4096" in svg
+    assert "intensity counted at L=128, V=8, S=8, M=256, N=256, K=64, scaled to the timed case" in svg
+    without = tmp_path / "other.json"
+    without.write_text(json.dumps({"items": [timed_item("vector_add", 2.0, 1.0)]}))  # another assignment's
+    outcome = run(
+        "profile", source, "--assignment", "matmul_block_tile", "--plot", picture, "--timings", without
+    )
+    assert outcome.exit_code == 0 and "no GPU timing of matmul_block_tile" in outcome.output
+    assert 'id="student-measured"' not in picture.read_text()
+    outcome = run("profile", source, "--assignment", "matmul_block_tile", "--timings", report)
+    assert outcome.exit_code == 2 and "give --plot too" in outcome.output
+    report.write_text("[]")
+    outcome = run(
+        "profile", source, "--assignment", "matmul_block_tile", "--plot", picture, "--timings", report
+    )
+    assert outcome.exit_code == 2 and "is not a TA report" in outcome.output
+
+
+def test_a_timed_case_is_counted_on_the_aligned_case_with_its_tiles():
+    spec = SPECS["matmul_block_tile"]
+    timed = dict(spec.cases["perf"][0])
+    stand_in = ledger.stand_in(spec, timed)
+    assert stand_in == {"L": 128, "V": 8, "S": 8, "M": 256, "N": 256, "K": 64}
+    assert ledger.stand_in(spec, {**timed, "L": 96}) is None  # no aligned case has that tile
+
+    def intensity(case, scale=None):
+        source = (ROOT / "reference/matmul_block_tile.cu").read_text()
+        totals = (
+            EmulatorBackend()
+            .launch(prepare(spec, source, GroupCase("a", 0, case, 1), 60).launch)
+            .counters.totals
+        )
+        return roofline.point("reference", totals, scale).intensity
+
+    safety = dict(spec.cases["safety"][0])
+    assert intensity(stand_in) == 6.4 > intensity(safety) == 4.0  # the tile counts: L=128, not 32
+    scale = ledger.timed_scale(spec, stand_in, timed)  # 2MNK, 2MNK/L and MN from 256x256x64 to 4096^3
+    assert scale == {"flops": 16384, "global_load_sectors": 16384, "global_store_sectors": 256}
+    assert ledger.timed_scale(SPECS["reduction"], {"n": 1}, {"n": 2}) == {}  # no closed forms: counts kept
+    # 2MNK flops over 32 bytes x (2MNK/L / 8 load sectors + MN / 2 store sectors) at 4096^3
+    at_full_size = 2 * 4096**3 / (32 * (2 * 4096**3 / 128 / 8 + 4096**2 / 2))
+    assert intensity(stand_in, scale) == pytest.approx(at_full_size) and at_full_size > 30
+
+
+def test_a_timed_point_is_the_specs_flops_over_the_measured_time_at_the_counted_intensity():
+    items = [
+        timed_item("vector_add", 4.0, 2.0),
+        timed_item("vector_add", 1.0, 1.0, wrong="launch 2 was wrong"),
+    ]
+    record = roofline.timed_case(items)
+    assert record["student_ms"] == 4.0  # the wrongly timed case is no measurement
+    counted = [roofline.Point("student", 100, 1200), roofline.Point("reference", 100, 1200)]
+    student, reference = roofline.measured(counted, record)
+    n = SPECS["vector_add"].cases["perf"][0]["n"]
+    assert (student.label, student.achieved) == ("student-measured", n / 4e-3)
+    assert reference.achieved == n / 2e-3 and student.intensity == counted[0].intensity
+    assert (
+        roofline.timed_case([{"evidence": {"ratio": {"cases": [{"student_ms": 1.0}]}}}]) is None
+    )  # no flops
 
 
 def test_a_points_intensity_is_flops_over_the_sectors_bytes_and_the_roof_caps_it():

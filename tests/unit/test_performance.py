@@ -178,9 +178,11 @@ def test_the_physical_floor_is_the_devices_for_the_cases_work():
     spec = load_specs(ROOT)["gemm_tensor_core"]
     work = perf.minimum_work(spec, {"M": 33, "N": 47, "K": 40})
     assert work.flops == 2 * 33 * 47 * 40 and work.half
-    assert perf.with_floor(_timing(1.0, 1.0), work).floor_ms == perf.H200.floor_ms(work)
+    timed = perf.with_work(_timing(1.0, 1.0), work)
+    assert timed.floor_ms == perf.H200.floor_ms(work) and timed.work_flops == 2 * 33 * 47 * 40
     elsewhere = dataclasses.replace(_timing(1.0, 1.0, floor_ms=3.0), device="a GPU without ceilings")
-    assert perf.with_floor(elsewhere, work).floor_ms is None
+    assert perf.with_work(elsewhere, work).floor_ms is None
+    assert perf.with_work(elsewhere, perf.Work(bytes=8)).work_flops is None  # no flops: no measured point
 
 
 def test_minimum_bytes_counts_each_array_once():
