@@ -410,7 +410,7 @@ def rooflines(c: Class, student: Student) -> dict[str, str]:
 def _timed(items: list[dict], stand_in: dict | None) -> list[roofline.Point]:
     """Both kernels as a GPU timed them, at the intensities counted on the timed case's stand-in
     (``ledger.stand_in``); none where no GPU timed them or either count is missing."""
-    record = roofline.timed_case(items)
+    record = roofline.timed_case(items, stand_in["for"]) if stand_in else None
     totals = _case_totals(items, stand_in["case"]) if record and stand_in else None
     if totals is None or not stand_in.get("reference"):
         return []

@@ -709,7 +709,7 @@ def profile(submission, assignment, case_texts, seed, as_json, plot, timings, ar
         raise click.BadParameter(
             "the timings are drawn on the roofline: give --plot too", param_hint="--timings"
         )
-    timed = timed_case(timings, assignment) if timings else None
+    timed = report_timing(timings, assignment) if timings else None
     limits = course.rubric.limits
     emulator = select_backend("emulator", limits.compile_s, limits.emulator_mb)
     try:
@@ -742,7 +742,7 @@ def profile(submission, assignment, case_texts, seed, as_json, plot, timings, ar
         sys.exit(1)
 
 
-def timed_case(report: Path, assignment: str) -> dict | None:
+def report_timing(report: Path, assignment: str) -> dict | None:
     """The case a GPU timed with the most work in a TA report, for ``assignment``; None, said, where none."""
     try:
         items = json.loads(report.read_text())["items"]

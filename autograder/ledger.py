@@ -186,17 +186,23 @@ def timed_scale(spec: Spec, stand_in: Case, timed: Case) -> dict[str, float]:
 
 def class_ledger(course: Course, names: list[str], emulator: Backend) -> dict[str, dict]:
     """Per assignment, its default case and the reference's totals on it (None where there are
-    none), and the same on the stand-in of its first timed case (``timed``) where it has one, for
-    the class report's rooflines (``autograder batch`` writes it into class.json)."""
+    none), and the same on the stand-in of its timed case with the most work (``timed``: the case
+    ``for`` which it stands, the stand-in, the reference's totals there, the scale between them)
+    where it has one, for the class report's rooflines (``autograder batch`` writes it into class.json)."""
     ledgers = {}
     for name in names:
         spec = course.specs[name]
         _group, case = first_case(spec)
         ledgers[name] = {"case": case, "reference": reference_counts(course, spec, case, emulator).totals}
-        perf = dict(spec.cases["perf"][0]) if spec.cases.get("perf") else None
-        counted_on = stand_in(spec, perf) if perf else None
+        timed = max(spec.cases.get("perf", ()), key=lambda c: minimum_work(spec, c).flops, default=None)
+        counted_on = stand_in(spec, timed) if timed else None
         if counted_on is not None:
             totals = reference_counts(course, spec, counted_on, emulator).totals
-            scale = timed_scale(spec, counted_on, perf)
-            ledgers[name]["timed"] = {"case": counted_on, "reference": totals, "scale": scale}
+            scale = timed_scale(spec, counted_on, timed)
+            ledgers[name]["timed"] = {
+                "for": dict(timed),
+                "case": counted_on,
+                "reference": totals,
+                "scale": scale,
+            }
     return ledgers

@@ -66,15 +66,16 @@ def point(label: str, totals: dict, scale: dict | None = None) -> Point:
     return Point(label, round(scaled("flops")), round(sectors * SECTOR))
 
 
-def timed_case(items: list[dict]) -> dict | None:
+def timed_case(items: list[dict], case: dict | None = None) -> dict | None:
     """The timing record among ``items``' evidence (TA report or class file items) with the
-    most work: a case a GPU timed with no wrong launch and the spec's flops for it; None
-    where no GPU timed any."""
+    most work, or the one of ``case``: a case a GPU timed with no wrong launch and the spec's
+    flops for it; None where no GPU timed any."""
     records = [
         record
         for item in items
         for record in ((item.get("evidence") or {}).get("ratio") or {}).get("cases") or ()
         if record.get("work_flops") and record.get("student_ms") and not record.get("wrong")
+        if case is None or record.get("case") == case
     ]
     return max(records, key=lambda r: r["work_flops"], default=None)
 
@@ -82,9 +83,8 @@ def timed_case(items: list[dict]) -> dict | None:
 def timed_title(title: str, stand_in: dict, scaled: bool) -> str:
     """``title`` with the stand-in on which the timed points' intensity was counted."""
     case = ", ".join(f"{k}={v}" for k, v in stand_in.items())
-    return (
-        f"{title}\ntimed points: intensity counted at {case}{', scaled to the timed case' if scaled else ''}"
-    )
+    how = f"timed points: intensity counted at {case}" + (",\nscaled to the timed case" if scaled else "")
+    return f"{title}\n{how}"
 
 
 def measured(counted: list[Point], record: dict) -> list[Point]:
