@@ -49,6 +49,45 @@ def garbage(count: int, dtype: np.dtype) -> np.ndarray:
     return np.full(count * dtype.itemsize, GARBAGE, np.uint8).view(dtype)
 
 
+PATTERN_LANES = 2048  # requests of up to this many lanes are memoised by their pattern
+PATTERN_LIMIT = 1 << 10  # memoised patterns (16 KiB each at most); then the memo starts over
+
+
+class Pattern:
+    """The addresses of one request relative to its first lane's: their extent and alignment,
+    and what its counters make of them (bank wavefronts, sectors), each worked out once. A loop
+    moves a request's first address but rarely its pattern, so a small launch pays for its
+    bounds and counters once per pattern, not once per instruction it runs (``pattern``)."""
+
+    __slots__ = ("bits", "counts", "high", "low")
+
+    def __init__(self, rel: np.ndarray):
+        self.low, self.high = int(rel.min()), int(rel.max())
+        self.bits = int(np.bitwise_or.reduce(rel))  # the low bits any lane adds to the first's
+        self.counts: dict[tuple, tuple[int, int] | int] = {}
+
+    def inside_aligned(self, first: int, low: int, last: int, total: int) -> bool:
+        """Every address in [low, last] and a multiple of ``total``, the first lane's at ``first``."""
+        return low <= first + self.low and first + self.high <= last and not (first | self.bits) & (total - 1)
+
+
+_PATTERNS: dict[bytes, Pattern] = {}
+
+
+def pattern(a: np.ndarray) -> Pattern | None:
+    """The memoised pattern of the addresses of every lane of a small chunk (None for a larger one)."""
+    if a.size > PATTERN_LANES:
+        return None
+    rel = a - a[0]
+    key = rel.tobytes()
+    found = _PATTERNS.get(key)
+    if found is None:
+        if len(_PATTERNS) >= PATTERN_LIMIT:
+            _PATTERNS.clear()
+        found = _PATTERNS[key] = Pattern(rel)
+    return found
+
+
 class Access:
     """How one memory instruction reaches its space, for one chunk."""
 
@@ -61,23 +100,29 @@ class Access:
         self.counted = not self.const  # the constant cache is no global-memory traffic
 
     # ----- locating ------------------------------------------------------------
-    def locate(self, idx, a: np.ndarray, total: int, write: bool, elem: int):
+    def locate(self, idx, a: np.ndarray, total: int, write: bool, elem: int, seen: Pattern | None = None):
+        """``seen``: the pattern of ``a`` when every lane of the chunk accesses (``pattern``)."""
         if self.space == "global":
-            return self._global(idx, a, total, write)
+            return self._global(idx, a, total, write, seen)
         if self.space == "shared":
-            return self._shared(idx, a, total, write, elem)
+            return self._shared(idx, a, total, write, elem, seen)
         if self.space == "local":
             return self._local(idx, a, total, write, elem)
         return self._generic(idx, a, total, write, elem)
 
-    def _global(self, idx, a, total, write):
+    def _global(self, idx, a, total, write, seen=None):
         memory = self.m.memory
-        k0 = int(region_of(int(a[0])))
+        first = int(a[0])
+        k0 = int(region_of(first))
         region = memory.region(k0)
         if region is not None and (not (self.const or write) or self._reaches(region, write)):
-            off = a - (k0 << REGION_SHIFT)
-            if _inside_aligned(off, region.nbytes - total, total):
-                return [(region.bytes, None, off)]
+            base = k0 << REGION_SHIFT
+            if seen is not None:
+                inside = seen.inside_aligned(first - base, 0, region.nbytes - total, total)
+            else:
+                inside = _inside_aligned(a - base, region.nbytes - total, total)
+            if inside:
+                return [(region.bytes, None, a - base)]
         k = region_of(a)
         off = a - (k << REGION_SHIFT)
         ok = np.zeros(a.size, bool)
@@ -113,13 +158,20 @@ class Access:
             return not self.const and region.space != "const"
         return not self.const or region.space == "const"
 
-    def _shared(self, idx, a, total, write, elem):
+    def _shared(self, idx, a, total, write, elem, seen=None):
         ch = self.ch
         layout = ch.shared.layout
-        var = layout.var_at(int(a[0]))
-        if var is not None and _inside_aligned(a, var.start + var.size - total, total, var.start):
-            base = ch.shared_base if idx is None else ch.shared_base[idx]
-            return [(ch.shared.bytes, None, base + a)]
+        first = int(a[0])
+        var = layout.var_at(first)
+        if var is not None:
+            last = var.start + var.size - total
+            if seen is not None:
+                inside = seen.inside_aligned(first, var.start, last, total)
+            else:
+                inside = _inside_aligned(a, last, total, var.start)
+            if inside:
+                base = ch.shared_base if idx is None else ch.shared_base[idx]
+                return [(ch.shared.bytes, None, base + a)]
         slot = ch.lane_slot if idx is None else ch.lane_slot[idx]
         if not layout.vars:
             self._report_oob(idx, np.arange(a.size), a // elem, 0, "shared memory", write)
@@ -270,10 +322,13 @@ class Access:
         self.m.log.add(Finding("misaligned_access", message, ins.line, tid, block, array), int(bad.size))
 
     # ----- counters and shadow state --------------------------------------------
-    def count(self, idx, a, total: int, vec: int, write: bool, words=None, aligned: bool = False) -> None:
+    def count(
+        self, idx, a, total: int, vec: int, write: bool, words=None, aligned: bool = False, seen=None
+    ) -> None:
         """Requests, values, bytes, sectors or wavefronts of one instruction; ``words`` are
         the lanes' shared words when the caller has them (any block offset: banks repeat);
-        ``aligned``: the caller found every address aligned to ``total``."""
+        ``aligned``: the caller found every address aligned to ``total``; ``seen``: their
+        ``Pattern`` when every lane of the chunk accesses (its counts are worked out once)."""
         if not self.counted:
             return
         if self.space == "generic":
@@ -296,14 +351,29 @@ class Access:
             events[values_] += lanes * vec
             words_per_lane = max(1, total // 4)
             words = a >> 2 if words is None else words
-            wavefronts, minimum = self.m.banks.wavefronts(warps, words, full, words_per_lane)
+            # a warp's wavefronts depend on its words relative to its first: on the pattern, the
+            # block size (which lanes form a warp) and the words per lane, once aligned to 4 bytes
+            key = ("banks", words_per_lane, ch.bs) if seen is not None and aligned and total >= 4 else None
+            counts = seen.counts.get(key) if key else None
+            if counts is None:
+                counts = self.m.banks.wavefronts(warps, words, full, words_per_lane)
+                if key:
+                    seen.counts[key] = counts
+            wavefronts, minimum = counts
             events[wavefronts_] += wavefronts
             events[conflicts_] += wavefronts - minimum
         elif self.space == "global":
             events[requests_] += requests
             events[values_] += lanes * vec
             events[bytes_] += lanes * total
-            events[sectors_] += sectors(warps, a, total, full, aligned)
+            # sectors: the pattern, where the first address falls in its sector, the block size
+            key = ("sectors", total, int(a[0]) & 31, ch.bs, aligned) if seen is not None else None
+            count = seen.counts.get(key) if key else None
+            if count is None:
+                count = sectors(warps, a, total, full, aligned)
+                if key:
+                    seen.counts[key] = count
+            events[sectors_] += count
 
     def count_atomic(self, idx, a, size: int) -> None:
         """An atomic (``atom`` or ``red``) reads and writes its address: a load request and
@@ -453,13 +523,14 @@ def build_ld(ins: Instr, ch):
 
     def run(idx):
         a = get_addr(idx)
-        groups = access.locate(idx, a, total, False, dt.itemsize)
+        seen = pattern(a) if idx is None else None
+        groups = access.locate(idx, a, total, False, dt.itemsize, seen)
         if len(groups) == 1 and groups[0][1] is None:
             buf, _, off = groups[0]
             el = off >> shift
             shared = check_shared and buf is ch.shared.bytes
             words = (el if shift == 2 else off >> 2) if shared else None
-            access.count(idx, a, total, vec, False, words, aligned=True)
+            access.count(idx, a, total, vec, False, words, aligned=True, seen=seen)
             view = buf.view(dt)
             # indices are checked already: "wrap" skips numpy's buffered bounds check
             if vec > 1 and view.size % vec == 0:  # whole vectors in one gather (aligned: el % vec == 0)
@@ -560,8 +631,10 @@ def build_st(ins: Instr, ch):
 
     def run(idx):
         a = get_addr(idx)
-        groups = access.locate(idx, a, total, True, dt.itemsize)
-        access.count(idx, a, total, vec, True, aligned=len(groups) == 1 and groups[0][1] is None)
+        seen = pattern(a) if idx is None else None
+        groups = access.locate(idx, a, total, True, dt.itemsize, seen)
+        whole = len(groups) == 1 and groups[0][1] is None
+        access.count(idx, a, total, vec, True, aligned=whole, seen=seen if whole else None)
         for buf, pos, off in groups:
             view = buf.view(dt)
             el = off >> shift

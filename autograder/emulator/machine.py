@@ -104,7 +104,14 @@ from autograder.emulator.memory import (
     local_bytes,
     padded,
 )
-from autograder.emulator.ops import build_executor, instruction_kind, lane_flops
+from autograder.emulator.ops import (
+    FUSED_LANES,
+    build_executor,
+    build_fma_run,
+    fma_runs,
+    instruction_kind,
+    lane_flops,
+)
 from autograder.emulator.program import decode_ptx
 from autograder.emulator.ptx import Kernel
 from autograder.emulator.special import LaunchRegisters, clock_getter, reserved_shared
@@ -178,6 +185,7 @@ class Decoded:
     targets: list[int]  # per instruction: a branch's target, or -1
     leaves: list[bool]  # per instruction: a branch straight to an exit (a return)?
     spins: list[bool]  # per instruction: the back-edge of a spin-wait (spin_waits)?
+    fma_runs: list[int]  # per instruction: the independent f32 fmas from it on (ops.fma_runs)
 
 
 @functools.lru_cache(maxsize=32)
@@ -209,6 +217,7 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
         targets,
         [target in exits for target in targets],
         spin_waits(program),
+        fma_runs(program, kernel.registers),
     )
 
 
@@ -366,7 +375,8 @@ class Chunk:
         self.full_warps = bs % 32 == 0
         self.all_lanes = np.arange(n, dtype=np.int64)
         self.block_linear = first + np.arange(n_blocks, dtype=np.int64)
-        self.regs = _registers(machine.decoded.registers, n)
+        self.rows = _registers(machine.decoded.registers, n)  # per register: (its type's table, its row)
+        self.regs = {name: table[k] for name, (table, k) in self.rows.items()}
         self._views: dict[tuple, np.ndarray] = {}
         self._constants: dict[tuple, np.ndarray | np.generic] = {}
         self._scratch: dict[type, np.ndarray] = {}
@@ -381,6 +391,9 @@ class Chunk:
         # exits and barriers are the scheduler's and have no executor; the others' are built
         # when they first run
         self.plan: list[tuple | None] = [None] * len(machine.program)
+        # a small chunk runs a run of independent fmas as one (ops.fma_runs), built by its first
+        self.runs = machine.decoded.fma_runs if n <= FUSED_LANES else [0] * len(machine.program)
+        self.fused: dict[int, object] = {}
 
     def _bind(self, k: int) -> tuple:
         """Instruction ``k``'s plan entry."""
@@ -388,6 +401,11 @@ class Chunk:
         guard = self._guard(self.m.program[k].guard)
         entry = self.plan[k] = (self._deferred(k) if kind <= SIDE else None, kind, guard)
         return entry
+
+    def _fused(self, k: int, span: int):
+        """The executor of the run of fmas ``k .. k + span - 1``."""
+        run = self.fused[k] = build_fma_run(self.m.program[k : k + span], self)
+        return run
 
     def _deferred(self, k: int):
         def first_run(idx):
@@ -400,7 +418,9 @@ class Chunk:
     def release(self) -> None:
         """Drop the executors (closures over this chunk) so its arrays are freed now."""
         self.plan = []
+        self.fused.clear()
         self.regs.clear()
+        self.rows.clear()
         self._views.clear()
         self._constants.clear()
         self._scratch.clear()
@@ -559,6 +579,7 @@ class Chunk:
         m = self.m
         plan = self.plan
         targets, leaves, spins = m.decoded.targets, m.decoded.leaves, m.decoded.spins
+        runs, fused = self.runs, self.fused
         tally_lanes, tally_warps = m.tally.lanes, m.tally.warps
         warp_of = self.warp_of
         n = self.n
@@ -582,6 +603,16 @@ class Chunk:
                 if i >= stop_at:  # the other lanes' turn, or they join these: schedule by PC
                     pc[act] = i
                     converged = False
+                    continue
+                span = runs[i]
+                if span and every is None and i + span <= stop_at and left >= act_n * span:
+                    for j in range(i, i + span):  # a run of fmas, every lane: as one instruction
+                        tally_lanes[j] += act_n
+                        tally_warps[j] += act_warps
+                    left -= act_n * span
+                    steps += span - 1
+                    (fused.get(i) or self._fused(i, span))()
+                    cur = i + span
                     continue
                 run, kind, g = plan[i] or self._bind(i)
                 if g is None and kind == PURE:  # the common case, kept short
@@ -714,13 +745,16 @@ def _register_types(kernel: Kernel) -> tuple[tuple[np.dtype, tuple[str, ...]], .
     return tuple((dt, tuple(names)) for dt, names in by_type.items())
 
 
-def _registers(types: tuple[tuple[np.dtype, tuple[str, ...]], ...], n: int) -> dict[str, np.ndarray]:
-    """Every register of ``n`` lanes, zeroed: one allocation per storage type, a row each."""
-    regs = {}
+def _registers(
+    types: tuple[tuple[np.dtype, tuple[str, ...]], ...], n: int
+) -> dict[str, tuple[np.ndarray, int]]:
+    """Every register of ``n`` lanes, zeroed: one allocation per storage type, a row each;
+    per name, its type's allocation and its row there."""
+    rows = {}
     for dt, names in types:
-        rows = np.zeros((len(names), n), dt)
-        regs.update(zip(names, rows, strict=True))
-    return regs
+        table = np.zeros((len(names), n), dt)
+        rows.update((name, (table, k)) for k, name in enumerate(names))
+    return rows
 
 
 @functools.lru_cache(maxsize=4096)

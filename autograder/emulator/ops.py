@@ -18,6 +18,7 @@ from autograder.emulator.isa import (
     Imm,
     Instr,
     NotEmulated,
+    Reg,
     Sreg,
     Vec,
     dtype_of,
@@ -297,6 +298,66 @@ def build_fma(ins, ch):
 
 def _fma_f32(a, b, c):
     return (np.multiply(a, b, dtype=np.float64) + c).astype(np.float32)
+
+
+FUSED_LANES = 8192  # chunks of up to this many lanes run a run of independent fmas as one
+
+
+def fma_runs(program: list[Instr], registers: dict[str, str]) -> list[int]:
+    """Per instruction: how many independent f32 ``fma``s run from it on (two at least; else
+    0): unguarded, on f32 registers only, none reading or writing a register an earlier one of
+    the run writes. A register tile's update is such a run (V*V fmas); ``build_fma_run``
+    computes one as one instruction, with the results of one at a time."""
+    runs = [0] * len(program)
+    start, written = 0, set()
+    for k, ins in enumerate(program):
+        names = [o.name for o in ins.operands] if _fusable_fma(ins, registers) else None
+        if names is None or written & set(names):
+            _close_run(runs, start, k)
+            start, written = (k + 1 if names is None else k), set()
+        if names is not None:
+            written.add(names[0])
+    _close_run(runs, start, len(program))
+    return runs
+
+
+def _close_run(runs: list[int], start: int, end: int) -> None:
+    """Instructions ``start .. end - 1`` are a run: from each on, what is left of it (two at least)."""
+    for j in range(start, end - 1):
+        runs[j] = end - j
+
+
+def _fusable_fma(ins: Instr, registers: dict[str, str]) -> bool:
+    return (
+        ins.op == "fma"
+        and ins.guard is None
+        and dtype_of(ins.type) == np.float32
+        and len(ins.operands) == 4
+        and all(type(o) is Reg and not o.negate and registers.get(o.name) == "f32" for o in ins.operands)
+    )
+
+
+def build_fma_run(run: list[Instr], ch):
+    """``fma.f32 d, a, b, c`` for every lane of each instruction of ``run`` (``fma_runs``), as
+    ``build_fma`` computes one: each product exact in f64, its sum rounded once to f32."""
+    rows = [[ch.rows[o.name] for o in ins.operands] for ins in run]
+    table = rows[0][0][0]
+    d, a, b, c = (np.array([r[k][1] for r in rows]) for k in range(4))
+    gathered = [np.empty((len(run), ch.n), np.float32) for _ in range(3)]
+    total = np.empty((len(run), ch.n), np.float64)
+    consecutive = bool((np.diff(d) == 1).all())
+    out = table[d[0] : d[0] + len(run)] if consecutive else None
+
+    def fused():
+        x, y, z = (table.take(k, axis=0, out=g) for k, g in zip((a, b, c), gathered, strict=True))
+        np.multiply(x, y, out=total, dtype=np.float64)
+        np.add(total, z, out=total)
+        if out is not None:
+            np.copyto(out, total, casting="unsafe")
+        else:
+            table[d] = total
+
+    return fused
 
 
 def build_div(ins, ch):

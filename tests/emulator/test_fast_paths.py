@@ -14,8 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer
+from autograder.backends.base import Buffer, Program, Scalar
+from autograder.compiler import compile_ptx
 from autograder.emulator.counters import BankModel
+from autograder.emulator.machine import decoded_kernel
 
 from .helpers import kinds, launch, out
 from .test_profile import direct_wavefronts
@@ -274,3 +276,100 @@ def test_misaligned_stores_count_every_sector_they_touch(defines):
     result = launch(MISALIGNED, "straddle", 1, 64, [out("bytes", 64 * 64, np.uint8)], defines=defines)
     assert result.counters.totals["global_store_sectors"] == (64 if defines else 128)
     assert kinds(result) == ([] if defines else ["misaligned_access"])
+
+
+FMA_RUNS = r"""
+// A 4-wide register tile updated K times (its fmas independent: one run each step), then a
+// chain whose second fma reads the first's result (no run across them). PLANTED_BUG: the
+// chain's second fma takes b where it takes a.
+extern "C" __global__ void fma_runs(const float* x, float* y) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    float a = x[t], b = x[t + 256];
+    float acc[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[j] = fmaf(a, b + j, acc[j]);
+        a = fmaf(a, 0.5f, 0.25f);
+    }
+    float c = fmaf(a, b, acc[0]);
+#ifdef PLANTED_BUG
+    float d = fmaf(c, b, acc[1]);
+#else
+    float d = fmaf(c, a, acc[1]);
+#endif
+    y[t] = acc[2] + acc[3];
+    y[t + 256] = d;
+}
+"""
+
+
+def fma_runs_reference(x: np.ndarray):
+    def fmaf(p, q, r):  # an f32 product is exact in f64: one rounding, as fmaf
+        return (p.astype(np.float64) * q + r).astype(np.float32)
+
+    a, b = x[:256], x[256:]
+    acc = [np.full(256, v, np.float32) for v in (1.0, 2.0, 3.0, 4.0)]
+    for _ in range(8):
+        acc = [fmaf(a, b + np.float32(j), acc[j]) for j in range(4)]
+        a = fmaf(a, np.float32(0.5), np.float32(0.25))
+    c = fmaf(a, b, acc[0])
+    return acc[2] + acc[3], fmaf(c, a, acc[1])
+
+
+@pytest.mark.parametrize("defines", PLANTED)
+def test_runs_of_independent_fmas_compute_as_one_at_a_time(rng, defines):
+    x = rng.standard_normal(512).astype(np.float32)
+    result = launch(FMA_RUNS, "fma_runs", 2, 128, [Buffer("x", x), out("y", 512)], defines=defines)
+    tile, chain = fma_runs_reference(x)
+    assert result.findings == []
+    np.testing.assert_array_equal(result.outputs["y"][:256], tile)
+    assert np.array_equal(result.outputs["y"][256:], chain) == (not defines)  # bit for bit
+
+
+def test_a_run_of_fmas_stops_where_one_reads_what_an_earlier_one_wrote():
+    compiled = compile_ptx(Program(FMA_RUNS, "kernel.cu", "fma_runs", ()))
+    decoded = decoded_kernel(compiled.ptx, compiled.lowered_name, "kernel.cu")
+    runs = decoded.fma_runs
+    assert max(runs) >= 4  # the tile's update
+    for k, span in enumerate(runs):
+        written = set()
+        for ins in decoded.program[k : k + span]:
+            names = {o.name for o in ins.operands}
+            assert ins.op == "fma" and not names & written
+            written.add(ins.operands[0].name)
+
+
+WALK = r"""
+// Each step every thread reads the float 64 further on, in global and in shared memory: the
+// same pattern of addresses from a new first address, its bounds and counts worked out once.
+// With 6 steps (the planted bug) the last reads past the end of x and of the tile.
+extern "C" __global__ void walk(const float* x, float* y, int steps) {
+    __shared__ float tile[512];
+    int t = threadIdx.x;
+    tile[t] = x[t];
+    tile[t + 256] = x[t + 256];
+    __syncthreads();
+    float s = 0.0f;
+    for (int k = 0; k < steps; ++k) s += x[t + 64 * k] + tile[t + 64 * k];
+    y[t] = s;
+}
+"""
+
+
+@pytest.mark.parametrize("steps", [5, 6])
+def test_a_memoised_pattern_of_addresses_is_bounds_checked_from_each_first_address(rng, steps):
+    x = rng.standard_normal(512).astype(np.float32)
+    result = launch(WALK, "walk", 1, 256, [Buffer("x", x), out("y", 256), Scalar("steps", np.int32(steps))])
+    if steps == 5:
+        assert result.findings == []
+        want = sum(2 * x[np.arange(256) + 64 * k] for k in range(5))  # float32 sums, in order
+        np.testing.assert_allclose(result.outputs["y"], want, rtol=1e-6)
+        totals = result.counters.totals
+        assert totals["shared_load_wavefronts"] == 5 * 8 and totals["shared_load_conflicts"] == 0
+        assert totals["global_load_sectors"] == 2 * 32 + 5 * 32  # the tile's fill, then 5 steps
+        return
+    assert kinds(result) == ["out_of_bounds_read", "out_of_bounds_read"]
+    read = sorted(f.message for f in result.findings)
+    assert "thread (192,0,0) of block (0,0,0) read tile[512] past its end" in read[0]
+    assert "thread (192,0,0) of block (0,0,0) read x[512] past its end" in read[1]
