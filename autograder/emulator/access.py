@@ -94,10 +94,14 @@ class Access:
     def __init__(self, ins: Instr, chunk, space: str):
         self.ins = ins
         self.ch = chunk
-        self.m = chunk.m
         self.const = space == "const"  # __constant__ variables are global allocations here
         self.space = "global" if self.const else space
         self.counted = not self.const  # the constant cache is no global-memory traffic
+
+    @property
+    def m(self):
+        """The launch the chunk runs now (a small chunk serves several: ``Chunk.acquire``)."""
+        return self.ch.m
 
     # ----- locating ------------------------------------------------------------
     def locate(self, idx, a: np.ndarray, total: int, write: bool, elem: int, seen: Pattern | None = None):
@@ -579,15 +583,13 @@ def _ld_param(ins, ch, dt, puts, addr: Addr):
     if not isinstance(addr.base, Sym):
         return _refused_parameter_access(ins, ch, addr, False, puts, dt)
     name = addr.base.name
-    if name in ch.m.param_offset:
-        offset = ch.m.param_offset[name] + addr.offset
-        values = [
-            np.frombuffer(ch.m.params.tobytes(), dt, 1, offset + k * dt.itemsize)[0] for k in range(len(puts))
-        ]
+    if name in ch.m.param_offset:  # where it lies is the kernel's; its value the launch's
+        offsets = [ch.m.param_offset[name] + addr.offset + k * dt.itemsize for k in range(len(puts))]
 
         def run(idx):
-            for put, v in zip(puts, values, strict=False):
-                put(idx, v)
+            params = ch.m.params
+            for put, at in zip(puts, offsets, strict=True):
+                put(idx, params[at : at + dt.itemsize].view(dt)[0])
 
         return run
     if name in ch.m.kernel.call_params and addr.offset == 0 and len(puts) == 1:

@@ -51,7 +51,7 @@ import ctypes
 import functools
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -85,6 +85,7 @@ from autograder.emulator.isa import (
     Reg,
     Sreg,
     Sym,
+    Vec,
     dtype_of,
     immediate_bits,
 )
@@ -124,6 +125,7 @@ STORAGE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 DEFAULT_BUDGET = 4_000_000_000  # lane instructions per launch
 CHUNK_BYTES = 160 << 20  # a chunk's registers, local and shared memory (one block at least)
 MAX_CHUNK_LANES = 1 << 17
+SHELL_BYTES = 4 << 20  # a chunk whose registers take at most this is kept for the next launch of its shape
 PREDEFINED_CONSTANTS = {"WARP_SZ": 32}  # PTX's predefined identifiers (warpSize compiles to WARP_SZ)
 
 
@@ -186,6 +188,9 @@ class Decoded:
     leaves: list[bool]  # per instruction: a branch straight to an exit (a return)?
     spins: list[bool]  # per instruction: the back-edge of a spin-wait (spin_waits)?
     fma_runs: list[int]  # per instruction: the independent f32 fmas from it on (ops.fma_runs)
+    portable: list[bool]  # per instruction: its executor holds nothing of a launch (portable)
+    # small chunks a launch left, by shape, for the next launch of that shape (Chunk.acquire)
+    shells: dict = field(default_factory=dict, compare=False)
 
 
 @functools.lru_cache(maxsize=32)
@@ -218,6 +223,7 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
         [target in exits for target in targets],
         spin_waits(program),
         fma_runs(program, kernel.registers),
+        [portable(kind, ins) for kind, ins in zip(kinds, program, strict=True)],
     )
 
 
@@ -316,7 +322,7 @@ class Machine:
         try:
             with np.errstate(all="ignore"):
                 for first in range(0, self.n_blocks, blocks):
-                    chunk = Chunk(self, first, min(blocks, self.n_blocks - first))
+                    chunk = Chunk.acquire(self, first, min(blocks, self.n_blocks - first))
                     try:
                         chunk.run()
                     finally:
@@ -374,18 +380,11 @@ class Chunk:
         self.n_warps = n_blocks * self.warps_per_block
         self.full_warps = bs % 32 == 0
         self.all_lanes = np.arange(n, dtype=np.int64)
-        self.block_linear = first + np.arange(n_blocks, dtype=np.int64)
         self.rows = _registers(machine.decoded.registers, n)  # per register: (its type's table, its row)
         self.regs = {name: table[k] for name, (table, k) in self.rows.items()}
         self._views: dict[tuple, np.ndarray] = {}
-        self._constants: dict[tuple, np.ndarray | np.generic] = {}
+        self._constants: dict[tuple, np.ndarray | np.generic] = {}  # immediates, by (operand, dtype)
         self._scratch: dict[type, np.ndarray] = {}
-        self.shared = SharedMemory(machine.layout, n_blocks, machine.shadow_unit)
-        self.shared_base = self.lane_slot * self.shared.block_bytes
-        self.local = np.full(max(machine.local_size, 16) * n, 0xFF, np.uint8)
-        self._sregs: dict[str, np.ndarray | np.generic] = {}
-        self.steps = 0  # the scheduler's steps so far, as the last SIDE instruction saw them
-        self.clock_start: np.ndarray | None = None  # per lane, for the clocks (special.py)
         # per instruction: (executor, kind, guard), made when the scheduler first reaches it
         # (about 40% of a program's instructions never run in a given launch); branches,
         # exits and barriers are the scheduler's and have no executor; the others' are built
@@ -394,6 +393,34 @@ class Chunk:
         # a small chunk runs a run of independent fmas as one (ops.fma_runs), built by its first
         self.runs = machine.decoded.fma_runs if n <= FUSED_LANES else [0] * len(machine.program)
         self.fused: dict[int, object] = {}
+        self.bind(machine, first)
+
+    def bind(self, machine: Machine, first: int) -> None:
+        """What is the launch's and this chunk's own: blocks ``first ..``, shared and local
+        memory, special registers and symbols."""
+        self.m = machine
+        self.block_linear = first + np.arange(self.n_blocks, dtype=np.int64)
+        self.shared = SharedMemory(machine.layout, self.n_blocks, machine.shadow_unit)
+        self.shared_base = self.lane_slot * self.shared.block_bytes
+        self.local = np.full(max(machine.local_size, 16) * self.n, 0xFF, np.uint8)
+        self._sregs: dict[str, np.ndarray | np.generic] = {}
+        self._launch_constants: dict[tuple, np.ndarray | np.generic] = {}  # special registers, symbols
+        self.steps = 0  # the scheduler's steps so far, as the last SIDE instruction saw them
+        self.clock_start: np.ndarray | None = None  # per lane, for the clocks (special.py)
+
+    @classmethod
+    def acquire(cls, machine: Machine, first: int, n_blocks: int) -> Chunk:
+        """Blocks ``first .. first + n_blocks - 1``: in the chunk an earlier launch of the same
+        kernel and shape left (``release``), its registers zeroed and the executors that read
+        hold nothing of a launch kept (``portable``: building them is most of a small launch's
+        cost), else in a new chunk."""
+        shell = machine.decoded.shells.pop(_shape(machine, n_blocks), None)
+        if shell is None:
+            return cls(machine, first, n_blocks)
+        for table, _row in {id(t): (t, k) for t, k in shell.rows.values()}.values():
+            table.fill(0)
+        shell.bind(machine, first)
+        return shell
 
     def _bind(self, k: int) -> tuple:
         """Instruction ``k``'s plan entry."""
@@ -416,13 +443,25 @@ class Chunk:
         return first_run
 
     def release(self) -> None:
-        """Drop the executors (closures over this chunk) so its arrays are freed now."""
+        """Keep a small chunk for the next launch of its shape (``acquire``) with its portable
+        executors, the launch's state dropped; else drop the executors
+        (closures over this chunk) so that its arrays are freed now."""
+        m = self.m
+        if self.n * m.decoded.register_bytes <= SHELL_BYTES and not m.launch.cooperative:
+            kept = m.decoded.portable
+            self.plan = [entry if entry and kept[k] else None for k, entry in enumerate(self.plan)]
+            self.m = self.shared = self.local = self.clock_start = None
+            self._sregs.clear()
+            self._launch_constants.clear()
+            m.decoded.shells[_shape(m, self.n_blocks)] = self
+            return
         self.plan = []
         self.fused.clear()
         self.regs.clear()
         self.rows.clear()
         self._views.clear()
         self._constants.clear()
+        self._launch_constants.clear()
         self._scratch.clear()
         self._sregs.clear()
         self.clock_start = None
@@ -466,9 +505,10 @@ class Chunk:
         if kind is Sreg and operand in CLOCKS:  # a clock changes: read when it runs (src)
             return None
         key = (operand, dtype)
-        value = self._constants.get(key)
+        cache = self._constants if kind is Imm else self._launch_constants
+        value = cache.get(key)
         if value is None:
-            value = self._constants[key] = self._constant(operand, dtype)
+            value = cache[key] = self._constant(operand, dtype)
         return value
 
     def _constant(self, operand, dtype):
@@ -723,6 +763,27 @@ class Chunk:
         return int(np.count_nonzero(self.status == RUN))
 
 
+def portable(kind: int, ins: Instr) -> bool:
+    """Does the executor of ``ins`` hold nothing of a launch but its chunk's registers, so that
+    it serves the next launch of the same shape (``Chunk.acquire``)? A register-only
+    instruction's does; so does a load's or store's through a register's address, and
+    ``ld.param``'s (it reads the launch's arguments when it runs): memory, counters and
+    findings are the chunk's launch's when it runs (``access.Access.m``). Special registers and
+    symbols are read when an executor is built, so an instruction naming one is not portable."""
+    if ins.op in ("ld", "ldu", "st") and isinstance(ins.operands[0 if ins.op == "st" else 1], Addr):
+        address = ins.operands[0 if ins.op == "st" else 1]
+        rest = [o for o in ins.operands if o is not address]
+        if "param" in ins.mods:
+            return ins.op != "st" and type(address.base) is Sym and _registers_only(rest)
+        return type(address.base) is Reg and _registers_only(rest)
+    return kind == PURE and _registers_only(ins.operands)
+
+
+def _registers_only(operands) -> bool:
+    items = [item for o in operands for item in (o.items if isinstance(o, Vec) else (o,))]
+    return all(type(o) is Reg or type(o) is Imm for o in items)
+
+
 def spin_waits(program: list[Instr]) -> list[bool]:
     """Per instruction: is it the back-edge of a loop whose body holds an acquire load or
     atomic (a spin-wait, see the module's docstring)?"""
@@ -733,6 +794,12 @@ def spin_waits(program: list[Instr]) -> list[bool]:
         ins.op == "bra" and 0 <= ins.target <= k and acquires[k + 1] > acquires[ins.target]
         for k, ins in enumerate(program)
     ]
+
+
+def _shape(machine: Machine, n_blocks: int) -> tuple:
+    """What a chunk's registers and executors depend on, beside the kernel: its blocks and their
+    size, and the dynamic shared memory (the layout its shared-memory symbols resolve in)."""
+    return n_blocks, machine.block, machine.launch.shared_bytes
 
 
 def _register_types(kernel: Kernel) -> tuple[tuple[np.dtype, tuple[str, ...]], ...]:

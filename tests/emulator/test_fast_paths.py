@@ -373,3 +373,36 @@ def test_a_memoised_pattern_of_addresses_is_bounds_checked_from_each_first_addre
     read = sorted(f.message for f in result.findings)
     assert "thread (192,0,0) of block (0,0,0) read tile[512] past its end" in read[0]
     assert "thread (192,0,0) of block (0,0,0) read x[512] past its end" in read[1]
+
+
+REUSE = r"""
+// Launches of one shape run in the chunk the last one left, its registers zeroed and its
+// portable executors kept (Chunk.acquire): each launch's arguments, inputs and findings are
+// its own, and its __constant__ bias (at an address of its own) is read there.
+__constant__ float bias[2] = {0.5f, 1.5f};
+extern "C" __global__ void reuse(const float* x, float* y, float scale, int n) {
+    __shared__ float tile[128];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    tile[t] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    if (i < n) y[i % 256] = scale * tile[127 - t] + bias[blockIdx.x];
+}
+"""
+
+
+def test_launches_of_one_shape_each_compute_as_a_fresh_process_would():
+    def run(scale: float, n: int, size: int, seed: int):
+        x = np.random.default_rng(seed).standard_normal(size).astype(np.float32)
+        args = [Buffer("x", x), out("y", 256), Scalar("scale", scale, "float32"), Scalar("n", n)]
+        result = launch(REUSE, "reuse", 2, 128, args)
+        return result.outputs["y"].tobytes(), [f.message for f in result.findings], result.counters.totals
+
+    launches = [(2.0, 256, 256, 1), (3.0, 200, 256, 2), (0.5, 256, 200, 3), (2.0, 256, 256, 1)]
+    again = [run(*args) for args in launches]  # one chunk serves them all; the third reads past x
+    assert again[0] == again[3] != again[1] and again[2][1] and not again[0][1] and not again[1][1]
+    x = np.random.default_rng(1).standard_normal(256).astype(np.float32)
+    want = 2 * x.reshape(2, 128)[:, ::-1] + np.array([[0.5], [1.5]], np.float32)
+    np.testing.assert_array_equal(np.frombuffer(again[0][0], np.float32), want.reshape(-1))
+    for args, result in zip(launches, again, strict=True):
+        decoded_kernel.cache_clear()  # a fresh kernel: no chunk to serve it
+        assert run(*args) == result
