@@ -31,7 +31,7 @@ from autograder.emulator.memory import (
     Region,
     region_of,
 )
-from autograder.emulator.shadow import MANY
+from autograder.emulator.shadow import MANY, wide
 from autograder.feedback import counted
 
 SPACES = ("global", "shared", "local", "const", "param")
@@ -59,16 +59,30 @@ class Pattern:
     moves a request's first address but rarely its pattern, so a small launch pays for its
     bounds and counters once per pattern, not once per instruction it runs (``pattern``)."""
 
-    __slots__ = ("bits", "counts", "high", "low")
+    __slots__ = ("bits", "counts", "high", "low", "rel")
 
     def __init__(self, rel: np.ndarray):
+        self.rel = rel
         self.low, self.high = int(rel.min()), int(rel.max())
         self.bits = int(np.bitwise_or.reduce(rel))  # the low bits any lane adds to the first's
-        self.counts: dict[tuple, tuple[int, int] | int] = {}
+        self.counts: dict[tuple, tuple[int, int] | int | bool] = {}
 
     def inside_aligned(self, first: int, low: int, last: int, total: int) -> bool:
         """Every address in [low, last] and a multiple of ``total``, the first lane's at ``first``."""
         return low <= first + self.low and first + self.high <= last and not (first | self.bits) & (total - 1)
+
+    def span(self, first: int, total: int, shift: int) -> tuple[int, int]:
+        """The first and last shadow unit (``1 << shift`` bytes) any lane's ``total`` bytes touch."""
+        return (first + self.low) >> shift, (first + self.high + total - 1) >> shift
+
+    def distinct(self, block: int) -> bool:
+        """Do no two lanes of one block (``block`` lanes each) share an address?"""
+        key = ("distinct", block)
+        found = self.counts.get(key)
+        if found is None:
+            lanes = np.sort(self.rel.reshape(-1, block), axis=1)
+            found = self.counts[key] = not (lanes[:, 1:] == lanes[:, :-1]).any()
+        return found
 
 
 _PATTERNS: dict[bytes, Pattern] = {}
@@ -385,9 +399,12 @@ class Access:
         self.count(idx, a, size, 1, False)
         self.count(idx, a, size, 1, True)
 
-    def shadow(self, idx, pos, off, total: int, how: str, words=None, values=None) -> None:
+    def shadow(
+        self, idx, pos, off, total: int, how: str, words=None, values=None, seen=None, first: int = 0
+    ) -> None:
         """Check and record the shared words lanes ``idx[pos]`` read or wrote (``how``);
-        a store calls it before it lands, with the ``values`` (one per vector element)."""
+        a store calls it before it lands, with the ``values`` (one per vector element);
+        ``seen``: the pattern of every lane's address, the first lane's at ``first``."""
         ch = self.ch
         shadow = ch.shared.shadow
         if idx is None and pos is None:
@@ -404,10 +421,12 @@ class Access:
             shadow.touch(rows, per)
             return
         if how == "read":
-            hazards = shadow.read(rows, threads, per, self.ins.index)
+            span = None if seen is None else seen.span(first, total, shift)
+            hazards = shadow.read(rows, threads, per, self.ins.index, span)
         else:
             stored = None if values is None else _stored_words(ch.shared, values, off, rows, per)
-            hazards = shadow.write(rows, threads, per, self.ins.index, stored)
+            distinct = seen is not None and seen.distinct(ch.bs)
+            hazards = shadow.write(rows, threads, per, self.ins.index, stored, distinct)
         for hazard in hazards:
             self._report_hazard(hazard)
 
@@ -524,6 +543,7 @@ def build_ld(ins: Instr, ch):
     access, get_addr, shift, check_shared = _plan(ins, ch, space, addr, dt)
 
     direct = [ch.view(d, dt) for d in (dst.items if isinstance(dst, Vec) else (dst,))]
+    block = ch.consecutive(dst.items, dt) if isinstance(dst, Vec) else None
 
     def run(idx):
         a = get_addr(idx)
@@ -538,9 +558,13 @@ def build_ld(ins: Instr, ch):
             view = buf.view(dt)
             # indices are checked already: "wrap" skips numpy's buffered bounds check
             if vec > 1 and view.size % vec == 0:  # whole vectors in one gather (aligned: el % vec == 0)
-                rows = view.reshape(-1, vec).take(el >> (vec.bit_length() - 1), axis=0, mode="wrap")
-                for k, put in enumerate(puts):
-                    put(idx, rows[:, k])
+                whole = buf.view(wide(total)).take(el >> (vec.bit_length() - 1), mode="wrap")
+                rows = whole.view(dt).reshape(-1, vec)
+                if idx is None and block is not None:  # consecutive registers: one copy
+                    np.copyto(block, rows.T)
+                else:
+                    for k, put in enumerate(puts):
+                        put(idx, rows[:, k])
             else:
                 for k, put in enumerate(puts):
                     where = el + k if k else el
@@ -549,7 +573,7 @@ def build_ld(ins: Instr, ch):
                     else:
                         put(idx, view.take(where, mode="wrap"))
             if shared:
-                access.shadow(idx, None, off, total, "read", words)
+                access.shadow(idx, None, off, total, "read", words, seen=seen, first=int(a[0]))
             return
         access.count(idx, a, total, vec, False)
         values = [garbage(a.size, dt) for _ in puts]
@@ -644,7 +668,8 @@ def build_st(ins: Instr, ch):
             if pos is not None:
                 values = [v[pos] if isinstance(v, np.ndarray) else v for v in values]
             if check_shared and buf is ch.shared.bytes:
-                access.shadow(idx, pos, off, total, "write", values=[np.asarray(v, dt) for v in values])
+                stored = [np.asarray(v, dt) for v in values]
+                access.shadow(idx, pos, off, total, "write", values=stored, seen=seen if whole else None)
             for k, v in enumerate(values):
                 view[el + k] = v
 

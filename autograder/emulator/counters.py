@@ -186,21 +186,22 @@ class Tally:
         self.events[index][name] += value
 
     def counters(self, lines: list[int | None], flops_per_lane: list[int]) -> Counters:
-        totals = dict.fromkeys(COUNTER_NAMES, 0)
-        by_line: dict[int, dict[str, int]] = {}
+        """Per source line (lines that counted nothing left out) and in total; an instruction
+        of no line counts in the total only."""
+        rows: dict[int | None, dict[str, int]] = {}
+        lanes, warps, events = self.lanes, self.warps, self.events
         for i, line in enumerate(lines):
-            events = self.events.get(i)
-            if not self.lanes[i] and not events:
+            moved = events.get(i)
+            if not lanes[i] and not moved:
                 continue  # never ran: a row of zeros
-            row = dict(events or ())
-            row["lane_instructions"] = self.lanes[i]
-            row["warp_instructions"] = self.warps[i]
-            row["flops"] = self.lanes[i] * flops_per_lane[i]
-            per = None if line is None else by_line.get(line)
-            for name, value in row.items():
-                totals[name] += value
-                if line is not None and value:
-                    if per is None:
-                        per = by_line[line] = dict.fromkeys(COUNTER_NAMES, 0)
-                    per[name] += value
+            row = rows.get(line)
+            if row is None:
+                row = rows[line] = dict.fromkeys(COUNTER_NAMES, 0)
+            row["lane_instructions"] += lanes[i]
+            row["warp_instructions"] += warps[i]
+            row["flops"] += lanes[i] * flops_per_lane[i]
+            for name, value in (moved or {}).items():
+                row[name] += value
+        totals = {name: sum(row[name] for row in rows.values()) for name in COUNTER_NAMES}
+        by_line = {line: row for line, row in rows.items() if line is not None and any(row.values())}
         return Counters(totals=totals, by_line=dict(sorted(by_line.items())))

@@ -487,6 +487,19 @@ class Chunk:
             view = self._views[key] = storage.view(dtype)
         return view
 
+    def consecutive(self, operands, dtype) -> np.ndarray | None:
+        """Registers ``operands`` as one (len, lanes) view of ``dtype``, where they are
+        consecutive rows of one table (a vector load's destinations, mostly); else None."""
+        if not all(type(o) is Reg and not o.negate and o.name in self.rows for o in operands):
+            return None
+        rows = [self.rows[o.name] for o in operands]
+        table, first = rows[0]
+        if any(t is not table or k != first + j for j, (t, k) in enumerate(rows)):
+            return None
+        if table.dtype.itemsize != np.dtype(dtype).itemsize:
+            return None
+        return table[first : first + len(rows)].view(dtype)
+
     def scratch(self, dtype) -> np.ndarray:
         """A temporary register of ``dtype`` that executors share: valid only while one runs."""
         array = self._scratch.get(dtype)

@@ -55,8 +55,18 @@ class SharedShadow:
         self.log: list[tuple[np.ndarray, np.ndarray, int]] = []
         self.logged = 0
         self._scratch: np.ndarray | None = None
+        self.written = False  # some word written since the last barrier (a read may race with it)
+        self.initialised: set[tuple[int, int]] = set()  # spans of words no block has left NEVER
 
-    def read(self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int) -> list[Hazard]:
+    def read(
+        self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int, span: tuple[int, int] | None = None
+    ) -> list[Hazard]:
+        """``span``: the words ``(first, last)`` of its block every lane reads within, when known:
+        with no word written since the last barrier (no read-after-write) and none of the span
+        NEVER written in any block (none ever is again), nothing is left to look at."""
+        if span is not None and not self.written and self._initialised(span):
+            self._log(rows, threads, per, pc)
+            return []
         state = _gather(self.state, rows, per)
         hazards = []
         if np.bitwise_and.reduce(state, axis=None) != CLEAN:  # CLEAN is all ones: not every word is
@@ -78,16 +88,33 @@ class SharedShadow:
                         int(raw.sum()),
                     )
                 )
+        self._log(rows, threads, per, pc)
+        return hazards
+
+    def _log(self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int) -> None:
+        """Remember a read for the writes of its interval (write-after-read)."""
         self.log.append((rows, threads, per, pc))
         self.logged += rows.size * per
         if self.logged > LOG_LIMIT:
             self._fold()
-        return hazards
 
-    def write(self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int, stored=None) -> list[Hazard]:
+    def _initialised(self, span: tuple[int, int]) -> bool:
+        if span not in self.initialised:
+            first, last = span
+            blocks = self.state[: self.state.size // self.words_per_block * self.words_per_block]
+            if (blocks.reshape(-1, self.words_per_block)[:, first : last + 1] == NEVER).any():
+                return False
+            self.initialised.add(span)
+        return True
+
+    def write(
+        self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int, stored=None, distinct: bool = False
+    ) -> list[Hazard]:
         """``stored()``, when given and called before the store lands, returns the (lanes,
         per) words about to be written and those in memory: a word rewritten with the
-        value it holds is no write-after-write (racecheck rates it harmless)."""
+        value it holds is no write-after-write (racecheck rates it harmless). ``distinct``:
+        no two lanes write one word (the caller knows), so none of them clash."""
+        self.written = True
         state = _gather(self.state, rows, per)
         mine = _per_word(threads, per)
         hazards = []
@@ -95,6 +122,9 @@ class SharedShadow:
             hazards += self._rewritten(state, rows, threads, per, stored)
         hazards += self._after_reads(rows, threads, per)
         _scatter(self.state, rows, per, mine)
+        if distinct:
+            _scatter(self.write_pc, rows, per, pc)
+            return hazards
         clash = _gather(self.state, rows, per) != mine
         if clash.any() and stored is not None:
             clash &= _differs_from_last(stored()[0], rows, per, self.state.size).reshape(clash.shape)
@@ -203,6 +233,7 @@ class SharedShadow:
 
     def barrier(self) -> None:
         """Every live thread of the chunk passed a barrier: earlier accesses race no more."""
+        self.written = False
         self.state[self.state >= 0] = CLEAN
         self.log.clear()
         self.logged = 0
@@ -228,7 +259,7 @@ def _gather(array: np.ndarray, rows: np.ndarray, per: int) -> np.ndarray:
     which numpy does ten times faster than a 2-D fancy index."""
     if per == 1:
         return array[rows]
-    return array.view(_wide(array.itemsize * per))[rows].view(array.dtype).reshape(-1, per)
+    return array.view(wide(array.itemsize * per))[rows].view(array.dtype).reshape(-1, per)
 
 
 def _scatter(array: np.ndarray, rows: np.ndarray, per: int, values) -> None:
@@ -237,13 +268,14 @@ def _scatter(array: np.ndarray, rows: np.ndarray, per: int, values) -> None:
     if per == 1:
         array[rows] = values
         return
-    wide = _wide(array.itemsize * per)
+    item = wide(array.itemsize * per)
     full = np.ascontiguousarray(np.broadcast_to(values, (rows.size, per)), array.dtype)
-    array.view(wide)[rows] = full.view(wide).reshape(-1)
+    array.view(item)[rows] = full.view(item).reshape(-1)
 
 
 @functools.cache
-def _wide(nbytes: int) -> np.dtype:
+def wide(nbytes: int) -> np.dtype:
+    """One opaque item of ``nbytes`` bytes: what numpy gathers fastest."""
     return np.dtype(f"V{nbytes}")
 
 
