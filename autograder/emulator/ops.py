@@ -339,25 +339,63 @@ def _fusable_fma(ins: Instr, registers: dict[str, str]) -> bool:
 
 def build_fma_run(run: list[Instr], ch):
     """``fma.f32 d, a, b, c`` for every lane of each instruction of ``run`` (``fma_runs``), as
-    ``build_fma`` computes one: each product exact in f64, its sum rounded once to f32."""
+    ``build_fma`` computes one: each product exact in f64, its sum rounded once to f32. A
+    register tile's update multiplies each of U registers by each of V (``_outer``): one
+    broadcast product of the U and the V rows instead of U*V rows of each."""
     rows = [[ch.rows[o.name] for o in ins.operands] for ins in run]
     table = rows[0][0][0]
     d, a, b, c = (np.array([r[k][1] for r in rows]) for k in range(4))
-    gathered = [np.empty((len(run), ch.n), np.float32) for _ in range(3)]
     total = np.empty((len(run), ch.n), np.float64)
-    consecutive = bool((np.diff(d) == 1).all())
-    out = table[d[0] : d[0] + len(run)] if consecutive else None
+    addend = _rows(table, c)
+    outer = _outer(a, b)
+    if outer is not None:
+        left, right = (_rows(table, index) for index in outer)
+        grid = total.reshape(len(outer[0]), len(outer[1]), ch.n)
+
+        def multiply():
+            np.multiply(left()[:, None, :], right()[None, :, :], out=grid, dtype=np.float64)
+    else:
+        left, right = _rows(table, a), _rows(table, b)
+
+        def multiply():
+            np.multiply(left(), right(), out=total, dtype=np.float64)
+
+    out = table[d[0] : d[0] + len(run)] if _consecutive(d) else None
 
     def fused():
-        x, y, z = (table.take(k, axis=0, out=g) for k, g in zip((a, b, c), gathered, strict=True))
-        np.multiply(x, y, out=total, dtype=np.float64)
-        np.add(total, z, out=total)
+        multiply()
+        np.add(total, addend(), out=total)
         if out is not None:
             np.copyto(out, total, casting="unsafe")
         else:
             table[d] = total
 
     return fused
+
+
+def _outer(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(u, v) where the run multiplies each of registers u by each of v in order (``a`` is u
+    with each repeated len(v) times, ``b`` is v repeated len(u) times); else None."""
+    step = int(np.argmax(a != a[0])) if (a != a[0]).any() else len(a)
+    if len(a) % step:
+        return None
+    u, v = a[::step], b[:step]
+    if np.array_equal(a, np.repeat(u, step)) and np.array_equal(b, np.tile(v, len(u))):
+        return u, v
+    return None
+
+
+def _consecutive(index: np.ndarray) -> bool:
+    return bool((np.diff(index) == 1).all())
+
+
+def _rows(table: np.ndarray, index: np.ndarray):
+    """``() ->`` the rows ``index`` of ``table``: a view where they are consecutive, else gathered."""
+    if _consecutive(index):
+        view = table[index[0] : index[0] + len(index)]
+        return lambda: view
+    gathered = np.empty((len(index), table.shape[1]), table.dtype)
+    return lambda: table.take(index, axis=0, out=gathered)
 
 
 def build_div(ins, ch):

@@ -300,6 +300,10 @@ extern "C" __global__ void fma_runs(const float* x, float* y) {
 #endif
     y[t] = acc[2] + acc[3];
     y[t + 256] = d;
+    // each of a and b times two registers, not the same two: no outer product
+    float q0 = fmaf(a, b, acc[0]), q1 = fmaf(a, c, acc[1]), q2 = fmaf(b, a, acc[2]), q3 = fmaf(b, d, acc[3]);
+    y[t + 512] = q0 + q1;
+    y[t + 768] = q2 * q3;
 }
 """
 
@@ -314,17 +318,22 @@ def fma_runs_reference(x: np.ndarray):
         acc = [fmaf(a, b + np.float32(j), acc[j]) for j in range(4)]
         a = fmaf(a, np.float32(0.5), np.float32(0.25))
     c = fmaf(a, b, acc[0])
-    return acc[2] + acc[3], fmaf(c, a, acc[1])
+    d = fmaf(c, a, acc[1])
+    q = [fmaf(a, b, acc[0]), fmaf(a, c, acc[1]), fmaf(b, a, acc[2]), fmaf(b, d, acc[3])]
+    return acc[2] + acc[3], d, q[0] + q[1], q[2] * q[3]
 
 
 @pytest.mark.parametrize("defines", PLANTED)
 def test_runs_of_independent_fmas_compute_as_one_at_a_time(rng, defines):
     x = rng.standard_normal(512).astype(np.float32)
-    result = launch(FMA_RUNS, "fma_runs", 2, 128, [Buffer("x", x), out("y", 512)], defines=defines)
-    tile, chain = fma_runs_reference(x)
+    result = launch(FMA_RUNS, "fma_runs", 2, 128, [Buffer("x", x), out("y", 1024)], defines=defines)
+    tile, chain, sums, products = fma_runs_reference(x)
     assert result.findings == []
     np.testing.assert_array_equal(result.outputs["y"][:256], tile)
-    assert np.array_equal(result.outputs["y"][256:], chain) == (not defines)  # bit for bit
+    assert np.array_equal(result.outputs["y"][256:512], chain) == (not defines)  # bit for bit
+    if not defines:
+        np.testing.assert_array_equal(result.outputs["y"][512:768], sums)
+        np.testing.assert_array_equal(result.outputs["y"][768:], products)
 
 
 def test_a_run_of_fmas_stops_where_one_reads_what_an_earlier_one_wrote():
