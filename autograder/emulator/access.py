@@ -16,6 +16,8 @@ write dropped. Counts: ``counters.py``."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import numpy as np
 
 from autograder.backends.base import Finding, Unsupported
@@ -102,6 +104,27 @@ def pattern(a: np.ndarray) -> Pattern | None:
     return found
 
 
+RESOLVED_LIMIT = 64  # exact address sets an instruction remembers (resolve); then it starts over
+
+
+class Resolved:
+    """Where every lane of one shared request lands, all inside one variable and aligned: byte
+    offsets in the chunk's shared memory (``off``), elements of the access's type (``el``),
+    4-byte words (``words``), the counts it adds (``events``), its ``Pattern`` and first address."""
+
+    __slots__ = ("el", "events", "first", "off", "seen", "words")
+
+    def __init__(self, off, el, words, events, seen, first):
+        self.off, self.el, self.words, self.events, self.seen, self.first = (
+            off,
+            el,
+            words,
+            events,
+            seen,
+            first,
+        )
+
+
 class Access:
     """How one memory instruction reaches its space, for one chunk."""
 
@@ -111,11 +134,39 @@ class Access:
         self.const = space == "const"  # __constant__ variables are global allocations here
         self.space = "global" if self.const else space
         self.counted = not self.const  # the constant cache is no global-memory traffic
+        self._resolved: dict[bytes, Resolved] = {}  # shared requests of every lane (resolve)
 
     @property
     def m(self):
         """The launch the chunk runs now (a small chunk serves several: ``Chunk.acquire``)."""
         return self.ch.m
+
+    def resolve(self, a: np.ndarray, total: int, vec: int, write: bool, shift: int) -> Resolved | None:
+        """Every lane of a small chunk reaching one shared variable at ``a``, aligned: where
+        in the chunk's shared bytes, the shadow words, and the request's counts, memoised by
+        the exact addresses (a loop over a tile reaches the same ones each trip); None, with
+        nothing reported, where some lane is outside or misaligned (``locate`` says which)."""
+        if a.size > PATTERN_LANES:
+            return None
+        key = a.tobytes()
+        found = self._resolved.get(key)
+        if found is None:
+            seen = pattern(a)
+            groups = self._shared(None, a, total, write, 1 << shift, seen, report=False)
+            if not groups:
+                return None
+            off = groups[0][2]
+            words = off >> 2
+            events: dict[str, int] = defaultdict(int)
+            self.count(None, a, total, vec, write, words, aligned=True, seen=seen, into=events)
+            found = Resolved(off, off >> shift, words, tuple(events.items()), seen, int(a[0]))
+            if len(self._resolved) >= RESOLVED_LIMIT:
+                self._resolved.clear()
+            self._resolved[key] = found
+        events = self.m.tally.events[self.ins.index]
+        for name, value in found.events:
+            events[name] += value
+        return found
 
     # ----- locating ------------------------------------------------------------
     def locate(self, idx, a: np.ndarray, total: int, write: bool, elem: int, seen: Pattern | None = None):
@@ -176,7 +227,8 @@ class Access:
             return not self.const and region.space != "const"
         return not self.const or region.space == "const"
 
-    def _shared(self, idx, a, total, write, elem, seen=None):
+    def _shared(self, idx, a, total, write, elem, seen=None, report: bool = True):
+        """``report=False``: only the case of every lane inside one variable, aligned; else []."""
         ch = self.ch
         layout = ch.shared.layout
         first = int(a[0])
@@ -190,6 +242,8 @@ class Access:
             if inside:
                 base = ch.shared_base if idx is None else ch.shared_base[idx]
                 return [(ch.shared.bytes, None, base + a)]
+        if not report:
+            return []
         slot = ch.lane_slot if idx is None else ch.lane_slot[idx]
         if not layout.vars:
             self._report_oob(idx, np.arange(a.size), a // elem, 0, "shared memory", write)
@@ -341,12 +395,22 @@ class Access:
 
     # ----- counters and shadow state --------------------------------------------
     def count(
-        self, idx, a, total: int, vec: int, write: bool, words=None, aligned: bool = False, seen=None
+        self,
+        idx,
+        a,
+        total: int,
+        vec: int,
+        write: bool,
+        words=None,
+        aligned: bool = False,
+        seen=None,
+        into: dict | None = None,
     ) -> None:
         """Requests, values, bytes, sectors or wavefronts of one instruction; ``words`` are
         the lanes' shared words when the caller has them (any block offset: banks repeat);
         ``aligned``: the caller found every address aligned to ``total``; ``seen``: their
-        ``Pattern`` when every lane of the chunk accesses (its counts are worked out once)."""
+        ``Pattern`` when every lane of the chunk accesses (its counts are worked out once);
+        ``into``: where to add them (default: the instruction's tally)."""
         if not self.counted:
             return
         if self.space == "generic":
@@ -358,7 +422,7 @@ class Access:
                     self.space = "generic"
             return
         ch = self.ch
-        events = self.m.tally.events[self.ins.index]
+        events = self.m.tally.events[self.ins.index] if into is None else into
         lanes = a.size
         warps = ch.warp_of if idx is None else ch.warp_of[idx]
         requests = ch.n_warps if idx is None else warp_count(warps)
@@ -544,9 +608,36 @@ def build_ld(ins: Instr, ch):
 
     direct = [ch.view(d, dt) for d in (dst.items if isinstance(dst, Vec) else (dst,))]
     block = ch.consecutive(dst.items, dt) if isinstance(dst, Vec) else None
+    resolvable = access.space == "shared"  # an explicit .shared access (Access.resolve)
+
+    def load(buf, el, idx):
+        """Every lane's values (lanes ``idx``) from ``buf`` at elements ``el``, into the registers."""
+        view = buf.view(dt)
+        # indices are checked already: "wrap" skips numpy's buffered bounds check
+        if vec > 1 and view.size % vec == 0:  # whole vectors in one gather (aligned: el % vec == 0)
+            rows = buf.view(wide(total)).take(el >> (vec.bit_length() - 1), mode="wrap").view(dt)
+            rows = rows.reshape(-1, vec)
+            if idx is None and block is not None:  # consecutive registers: one copy
+                np.copyto(block, rows.T)
+            else:
+                for k, put in enumerate(puts):
+                    put(idx, rows[:, k])
+        else:
+            for k, put in enumerate(puts):
+                where = el + k if k else el
+                if idx is None and direct[k] is not None:
+                    view.take(where, out=direct[k], mode="wrap")
+                else:
+                    put(idx, view.take(where, mode="wrap"))
 
     def run(idx):
         a = get_addr(idx)
+        if idx is None and resolvable and (known := access.resolve(a, total, vec, False, shift)):
+            load(ch.shared.bytes, known.el, None)
+            access.shadow(
+                None, None, known.off, total, "read", known.words, seen=known.seen, first=known.first
+            )
+            return
         seen = pattern(a) if idx is None else None
         groups = access.locate(idx, a, total, False, dt.itemsize, seen)
         if len(groups) == 1 and groups[0][1] is None:
@@ -555,23 +646,7 @@ def build_ld(ins: Instr, ch):
             shared = check_shared and buf is ch.shared.bytes
             words = (el if shift == 2 else off >> 2) if shared else None
             access.count(idx, a, total, vec, False, words, aligned=True, seen=seen)
-            view = buf.view(dt)
-            # indices are checked already: "wrap" skips numpy's buffered bounds check
-            if vec > 1 and view.size % vec == 0:  # whole vectors in one gather (aligned: el % vec == 0)
-                whole = buf.view(wide(total)).take(el >> (vec.bit_length() - 1), mode="wrap")
-                rows = whole.view(dt).reshape(-1, vec)
-                if idx is None and block is not None:  # consecutive registers: one copy
-                    np.copyto(block, rows.T)
-                else:
-                    for k, put in enumerate(puts):
-                        put(idx, rows[:, k])
-            else:
-                for k, put in enumerate(puts):
-                    where = el + k if k else el
-                    if idx is None and direct[k] is not None:
-                        view.take(where, out=direct[k], mode="wrap")
-                    else:
-                        put(idx, view.take(where, mode="wrap"))
+            load(buf, el, idx)
             if shared:
                 access.shadow(idx, None, off, total, "read", words, seen=seen, first=int(a[0]))
             return
@@ -654,24 +729,31 @@ def build_st(ins: Instr, ch):
     vec = len(gets)
     total = dt.itemsize * vec
     access, get_addr, shift, check_shared = _plan(ins, ch, space, addr, dt)
+    resolvable = access.space == "shared"  # an explicit .shared access (Access.resolve)
+
+    def store(buf, pos, off, el, idx, words=None, seen=None):
+        """Lanes ``idx[pos]`` (``pos`` None: all of ``idx``) store at bytes ``off`` of ``buf``."""
+        view = buf.view(dt)
+        values = [get(idx) for get in gets]
+        if pos is not None:
+            values = [v[pos] if isinstance(v, np.ndarray) else v for v in values]
+        if check_shared and buf is ch.shared.bytes:
+            stored = [np.asarray(v, dt) for v in values]
+            access.shadow(idx, pos, off, total, "write", words, values=stored, seen=seen)
+        for k, v in enumerate(values):
+            view[el + k] = v
 
     def run(idx):
         a = get_addr(idx)
+        if idx is None and resolvable and (known := access.resolve(a, total, vec, True, shift)):
+            store(ch.shared.bytes, None, known.off, known.el, None, known.words, known.seen)
+            return
         seen = pattern(a) if idx is None else None
         groups = access.locate(idx, a, total, True, dt.itemsize, seen)
         whole = len(groups) == 1 and groups[0][1] is None
         access.count(idx, a, total, vec, True, aligned=whole, seen=seen if whole else None)
         for buf, pos, off in groups:
-            view = buf.view(dt)
-            el = off >> shift
-            values = [get(idx) for get in gets]
-            if pos is not None:
-                values = [v[pos] if isinstance(v, np.ndarray) else v for v in values]
-            if check_shared and buf is ch.shared.bytes:
-                stored = [np.asarray(v, dt) for v in values]
-                access.shadow(idx, pos, off, total, "write", values=stored, seen=seen if whole else None)
-            for k, v in enumerate(values):
-                view[el + k] = v
+            store(buf, pos, off, off >> shift, idx, seen=seen if whole else None)
 
     return run
 

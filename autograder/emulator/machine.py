@@ -120,6 +120,8 @@ from autograder.emulator.special import read as read_special
 
 CLOCKS = frozenset(Sreg(name) for name in CLOCK_REGISTERS)
 NEVER = 1 << 62  # no lane outside the converged ones can run before them
+NO_LANES = np.empty(0, np.int64)
+NO_LANES.setflags(write=False)
 YIELDED = 1 << 32  # added to the PC of lanes yielding at a spin-wait (below BIG: they can run)
 STORAGE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 DEFAULT_BUDGET = 4_000_000_000  # lane instructions per launch
@@ -683,13 +685,15 @@ class Chunk:
                     gv = g()
                     if act is None:  # every lane: a count first, a lane list only if some are off
                         sel_n = int(np.count_nonzero(gv))
-                        sel = None if sel_n == n else np.flatnonzero(gv)
                     else:
                         sel = act[gv[act]]
                         sel_n = sel.size
                     if sel_n == act_n:
                         sel, sel_w = act, act_warps
+                    elif sel_n == 0:  # a guard no lane passes: nothing runs (a branch not taken)
+                        sel, sel_w = NO_LANES, 0
                     else:
+                        sel = np.flatnonzero(gv) if act is None else sel
                         sel_w = warp_count(warp_of[sel])
                 tally_lanes[i] += sel_n
                 tally_warps[i] += sel_w
