@@ -185,23 +185,28 @@ class Tally:
     def add(self, index: int, name: str, value: int) -> None:
         self.events[index][name] += value
 
-    def counters(self, lines: list[int | None], flops_per_lane: list[int]) -> Counters:
-        """Per source line (lines that counted nothing left out) and in total; an instruction
-        of no line counts in the total only."""
-        rows: dict[int | None, dict[str, int]] = {}
-        lanes, warps, events = self.lanes, self.warps, self.events
-        for i, line in enumerate(lines):
-            moved = events.get(i)
-            if not lanes[i] and not moved:
-                continue  # never ran: a row of zeros
-            row = rows.get(line)
-            if row is None:
-                row = rows[line] = dict.fromkeys(COUNTER_NAMES, 0)
-            row["lane_instructions"] += lanes[i]
-            row["warp_instructions"] += warps[i]
-            row["flops"] += lanes[i] * flops_per_lane[i]
-            for name, value in (moved or {}).items():
+    def counters(self, line_of: np.ndarray, flops_per_lane: np.ndarray) -> Counters:
+        """Per source line (lines that counted nothing left out) and in total; ``line_of``:
+        each instruction's line, -1 for none (it counts in the total only)."""
+        lanes, warps = np.array(self.lanes, np.int64), np.array(self.warps, np.int64)
+        numbers, where = np.unique(line_of, return_inverse=True)
+        rows = {line: dict.fromkeys(COUNTER_NAMES, 0) for line in numbers.tolist()}
+        for name, per_instruction in (
+            ("lane_instructions", lanes),
+            ("warp_instructions", warps),
+            ("flops", lanes * flops_per_lane),
+        ):
+            column = np.zeros(numbers.size, np.int64)
+            np.add.at(column, where, per_instruction)  # integers, summed exactly
+            for line, value in zip(numbers.tolist(), column.tolist(), strict=True):
+                rows[line][name] = value
+        for i, moved in self.events.items():
+            row = rows[int(line_of[i])]
+            for name, value in moved.items():
                 row[name] += value
-        totals = {name: sum(row[name] for row in rows.values()) for name in COUNTER_NAMES}
-        by_line = {line: row for line, row in rows.items() if line is not None and any(row.values())}
+        totals = dict.fromkeys(COUNTER_NAMES, 0)
+        for row in rows.values():
+            for name, value in row.items():
+                totals[name] += value
+        by_line = {line: row for line, row in rows.items() if line >= 0 and any(row.values())}
         return Counters(totals=totals, by_line=dict(sorted(by_line.items())))

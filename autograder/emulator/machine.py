@@ -177,7 +177,7 @@ class Decoded:
     kernel: Kernel
     program: list[Instr]
     kinds: list[int]
-    flops: list[int]
+    flops: np.ndarray  # per instruction: the flops each lane does (ops.lane_flops)
     barrier_ids: np.ndarray
     shadow_unit: int  # bytes per shadow word of shared memory
     reductions: tuple[int, ...]  # the barriers that reduce a predicate (bar.red), in order
@@ -190,6 +190,7 @@ class Decoded:
     leaves: list[bool]  # per instruction: a branch straight to an exit (a return)?
     spins: list[bool]  # per instruction: the back-edge of a spin-wait (spin_waits)?
     fma_runs: list[int]  # per instruction: the independent f32 fmas from it on (ops.fma_runs)
+    line_of: np.ndarray  # per instruction: its source line, -1 for none (the counters' rows)
     portable: list[bool]  # per instruction: its executor holds nothing of a launch (portable)
     # small chunks a launch left, by shape, for the next launch of that shape (Chunk.acquire)
     shells: dict = field(default_factory=dict, compare=False)
@@ -199,8 +200,7 @@ class Decoded:
 def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
     """Parse and decode once per PTX text: grading launches one kernel for many cases."""
     kernel, program = decode_ptx(ptx, lowered_name, filename)
-    barrier_ids = np.array([barrier_id(ins) for ins in program] or [-1])
-    barrier_ids.setflags(write=False)
+    barrier_ids = _frozen([barrier_id(ins) for ins in program] or [-1])
     kinds = [instruction_kind(ins) for ins in program]
     reductions = tuple(k for k, ins in enumerate(program) if kinds[k] == BAR and "red" in ins.mods)
     counted = tuple(k for k, ins in enumerate(program) if kinds[k] == BAR and barrier_operands(ins)[1])
@@ -212,7 +212,7 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
         kernel,
         program,
         kinds,
-        [lane_flops(ins) for ins in program],
+        _frozen([lane_flops(ins) for ins in program]),
         barrier_ids,
         1 if narrow_shared_access(program) else 4,
         reductions,
@@ -225,6 +225,7 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
         [target in exits for target in targets],
         spin_waits(program),
         fma_runs(program, kernel.registers),
+        _frozen([-1 if ins.line is None else ins.line for ins in program]),
         [portable(kind, ins) for kind, ins in zip(kinds, program, strict=True)],
     )
 
@@ -250,7 +251,7 @@ class Machine:
         self.decoded = decoded = decode_launchable(ptx, lowered_name, launch.program)
         self.kernel: Kernel = decoded.kernel
         self.program: list[Instr] = decoded.program
-        self.kinds, self.flops, self.barrier_ids = decoded.kinds, decoded.flops, decoded.barrier_ids
+        self.kinds, self.barrier_ids = decoded.kinds, decoded.barrier_ids
         self.reductions, self.counted = decoded.reductions, decoded.counted
         self.grid = tuple(launch.grid)
         self.block = tuple(launch.block)
@@ -362,7 +363,7 @@ class Machine:
         }
 
     def counters(self):
-        return self.tally.counters([ins.line for ins in self.program], self.flops)
+        return self.tally.counters(self.decoded.line_of, self.decoded.flops)
 
 
 class Chunk:
@@ -811,6 +812,12 @@ def spin_waits(program: list[Instr]) -> list[bool]:
         ins.op == "bra" and 0 <= ins.target <= k and acquires[k + 1] > acquires[ins.target]
         for k, ins in enumerate(program)
     ]
+
+
+def _frozen(values: list[int]) -> np.ndarray:
+    array = np.array(values, np.int64)
+    array.setflags(write=False)
+    return array
 
 
 def _shape(machine: Machine, n_blocks: int) -> tuple:

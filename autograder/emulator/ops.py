@@ -217,7 +217,16 @@ def build_mul(ins, ch):
         return ufunc_op(np.multiply)(ins, ch)
     if "wide" in ins.mods:
         wide = dtype_of(WIDE[ins.type])
-        return lanewise(ins, ch, lambda a, b: a.astype(wide) * b.astype(wide), ins.type, WIDE[ins.type])
+
+        def slow():
+            return lanewise(ins, ch, lambda a, b: a.astype(wide) * b.astype(wide), ins.type, WIDE[ins.type])
+
+        d = ch.view(ins.operands[0], wide)
+        a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
+        if d is None or a_full is None or b_full is None:
+            return slow()
+        # the product of two values of the type, exact in the wide type: computed there
+        return every_lane(lambda: np.multiply(a_full, b_full, out=d, dtype=wide), slow)
     if "hi" in ins.mods:
         return lanewise(ins, ch, lambda a, b: mul_hi(a, b, dt))
     return ufunc_op(np.multiply)(ins, ch)

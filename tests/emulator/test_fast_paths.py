@@ -415,3 +415,31 @@ def test_launches_of_one_shape_each_compute_as_a_fresh_process_would():
     for args, result in zip(launches, again, strict=True):
         decoded_kernel.cache_clear()  # a fresh kernel: no chunk to serve it
         assert run(*args) == result
+
+
+WIDE = r"""
+// Products of two 32-bit values, exact in 64 bits (mul.wide.s32 and .u32), run by every lane
+// at once. PLANTED_BUG: the signed product taken in 32 bits, then widened.
+extern "C" __global__ void wide(const int* a, const int* b, long long* s, unsigned long long* u) {
+    int t = threadIdx.x;
+#ifdef PLANTED_BUG
+    s[t] = (long long)(a[t] * b[t]);
+#else
+    s[t] = (long long)a[t] * b[t];
+#endif
+    u[t] = (unsigned long long)(unsigned)a[t] * (unsigned)b[t];
+}
+"""
+
+
+@pytest.mark.parametrize("defines", PLANTED)
+def test_wide_products_are_exact_in_64_bits(rng, defines):
+    extremes = np.array([-(2**31), 2**31 - 1, -1, 0, 1, 65536, -65537, 46341], np.int32)
+    a = np.concatenate([extremes, rng.integers(-(2**31), 2**31, 120, dtype=np.int64).astype(np.int32)])
+    b = np.concatenate([extremes[::-1], rng.integers(-(2**31), 2**31, 120, dtype=np.int64).astype(np.int32)])
+    args = [Buffer("a", a), Buffer("b", b), out("s", 128, np.int64), out("u", 128, np.uint64)]
+    result = launch(WIDE, "wide", 1, 128, args, defines=defines)
+    signed = a.astype(np.int64) * b.astype(np.int64)
+    unsigned = a.view(np.uint32).astype(np.uint64) * b.view(np.uint32).astype(np.uint64)
+    np.testing.assert_array_equal(result.outputs["u"], unsigned)
+    assert np.array_equal(result.outputs["s"], signed) == (not defines)
