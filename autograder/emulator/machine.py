@@ -385,6 +385,7 @@ class Chunk:
         self.all_lanes = np.arange(n, dtype=np.int64)
         self.rows = _registers(machine.decoded.registers, n)  # per register: (its type's table, its row)
         self.regs = {name: table[k] for name, (table, k) in self.rows.items()}
+        self.tables = list({id(table): table for table, _k in self.rows.values()}.values())  # one a type
         self._views: dict[tuple, np.ndarray] = {}
         self._constants: dict[tuple, np.ndarray | np.generic] = {}  # immediates, by (operand, dtype)
         self._scratch: dict[type, np.ndarray] = {}
@@ -420,7 +421,7 @@ class Chunk:
         shell = machine.decoded.shells.pop(_shape(machine, n_blocks), None)
         if shell is None:
             return cls(machine, first, n_blocks)
-        for table, _row in {id(t): (t, k) for t, k in shell.rows.values()}.values():
+        for table in shell.tables:
             table.fill(0)
         shell.bind(machine, first)
         return shell
@@ -462,6 +463,7 @@ class Chunk:
         self.fused.clear()
         self.regs.clear()
         self.rows.clear()
+        self.tables.clear()
         self._views.clear()
         self._constants.clear()
         self._launch_constants.clear()
