@@ -109,20 +109,15 @@ RESOLVED_LIMIT = 64  # exact address sets an instruction remembers (resolve); th
 
 class Resolved:
     """Where every lane of one shared request lands, all inside one variable and aligned: byte
-    offsets in the chunk's shared memory (``off``), elements of the access's type (``el``),
-    4-byte words (``words``), the counts it adds (``events``), its ``Pattern`` and first address."""
+    offsets in the chunk's shared memory (``off``), elements of the access's type (``el``), the
+    counts it adds (``events``), its ``Pattern``, and its shadow rows (``Access.shadow_rows``)
+    and span of units (``Pattern.span``)."""
 
-    __slots__ = ("el", "events", "first", "off", "seen", "words")
+    __slots__ = ("el", "events", "off", "per", "rows", "seen", "span")
 
-    def __init__(self, off, el, words, events, seen, first):
-        self.off, self.el, self.words, self.events, self.seen, self.first = (
-            off,
-            el,
-            words,
-            events,
-            seen,
-            first,
-        )
+    def __init__(self, off, el, events, seen, shadow: tuple, span):
+        self.off, self.el, self.events, self.seen = off, el, events, seen
+        (self.rows, self.per), self.span = shadow, span
 
 
 class Access:
@@ -159,7 +154,9 @@ class Access:
             words = off >> 2
             events: dict[str, int] = defaultdict(int)
             self.count(None, a, total, vec, write, words, aligned=True, seen=seen, into=events)
-            found = Resolved(off, off >> shift, words, tuple(events.items()), seen, int(a[0]))
+            span = seen.span(int(a[0]), total, self.ch.shared.unit_shift)
+            rows = self.shadow_rows(off, total, words)
+            found = Resolved(off, off >> shift, tuple(events.items()), seen, rows, span)
             if len(self._resolved) >= RESOLVED_LIMIT:
                 self._resolved.clear()
             self._resolved[key] = found
@@ -470,26 +467,38 @@ class Access:
         a store calls it before it lands, with the ``values`` (one per vector element);
         ``seen``: the pattern of every lane's address, the first lane's at ``first``."""
         ch = self.ch
-        shadow = ch.shared.shadow
         if idx is None and pos is None:
             threads = ch.tid32
         else:
             lanes = ch.all_lanes if idx is None else idx
             threads = ch.tid32[lanes if pos is None else lanes[pos]]
-        shift = ch.shared.unit_shift
+        rows, per = self.shadow_rows(off, total, words)
+        span = None if seen is None else seen.span(first, total, ch.shared.unit_shift)
+        distinct = seen is not None and how == "write" and seen.distinct(ch.bs)
+        self._shadow(threads, rows, per, off, how, values, span, distinct)
+
+    def shadow_resolved(self, known: Resolved, how: str, values=None) -> None:
+        """``shadow`` for every lane of a resolved request (``resolve``)."""
+        distinct = how == "write" and known.seen.distinct(self.ch.bs)
+        self._shadow(self.ch.tid32, known.rows, known.per, known.off, how, values, known.span, distinct)
+
+    def shadow_rows(self, off, total: int, words=None) -> tuple[np.ndarray, int]:
+        """Each lane's row of ``per`` shadow units (the access is aligned to its size), and ``per``."""
+        shift = self.ch.shared.unit_shift
         if words is None or shift != 2:
             words = off >> shift
-        per = max(1, total >> shift)  # words per lane, a power of two; the access is aligned
-        rows = words if per == 1 else words >> (per.bit_length() - 1)
+        per = max(1, total >> shift)  # units per lane, a power of two
+        return (words if per == 1 else words >> (per.bit_length() - 1)), per
+
+    def _shadow(self, threads, rows, per: int, off, how: str, values, span, distinct: bool) -> None:
+        shadow = self.ch.shared.shadow
         if how == "atomic":
             shadow.touch(rows, per)
             return
         if how == "read":
-            span = None if seen is None else seen.span(first, total, shift)
             hazards = shadow.read(rows, threads, per, self.ins.index, span)
         else:
-            stored = None if values is None else _stored_words(ch.shared, values, off, rows, per)
-            distinct = seen is not None and seen.distinct(ch.bs)
+            stored = None if values is None else _stored_words(self.ch.shared, values, off, rows, per)
             hazards = shadow.write(rows, threads, per, self.ins.index, stored, distinct)
         for hazard in hazards:
             self._report_hazard(hazard)
@@ -612,9 +621,8 @@ def build_ld(ins: Instr, ch):
 
     def load(buf, el, idx):
         """Every lane's values (lanes ``idx``) from ``buf`` at elements ``el``, into the registers."""
-        view = buf.view(dt)
         # indices are checked already: "wrap" skips numpy's buffered bounds check
-        if vec > 1 and view.size % vec == 0:  # whole vectors in one gather (aligned: el % vec == 0)
+        if vec > 1 and buf.size % total == 0:  # whole vectors in one gather (aligned: el % vec == 0)
             rows = buf.view(wide(total)).take(el >> (vec.bit_length() - 1), mode="wrap").view(dt)
             rows = rows.reshape(-1, vec)
             if idx is None and block is not None:  # consecutive registers: one copy
@@ -623,6 +631,7 @@ def build_ld(ins: Instr, ch):
                 for k, put in enumerate(puts):
                     put(idx, rows[:, k])
         else:
+            view = buf.view(dt)
             for k, put in enumerate(puts):
                 where = el + k if k else el
                 if idx is None and direct[k] is not None:
@@ -634,9 +643,7 @@ def build_ld(ins: Instr, ch):
         a = get_addr(idx)
         if idx is None and resolvable and (known := access.resolve(a, total, vec, False, shift)):
             load(ch.shared.bytes, known.el, None)
-            access.shadow(
-                None, None, known.off, total, "read", known.words, seen=known.seen, first=known.first
-            )
+            access.shadow_resolved(known, "read")
             return
         seen = pattern(a) if idx is None else None
         groups = access.locate(idx, a, total, False, dt.itemsize, seen)
@@ -731,22 +738,26 @@ def build_st(ins: Instr, ch):
     access, get_addr, shift, check_shared = _plan(ins, ch, space, addr, dt)
     resolvable = access.space == "shared"  # an explicit .shared access (Access.resolve)
 
-    def store(buf, pos, off, el, idx, words=None, seen=None):
-        """Lanes ``idx[pos]`` (``pos`` None: all of ``idx``) store at bytes ``off`` of ``buf``."""
+    def store(buf, pos, off, el, idx, seen=None, known=None):
+        """Lanes ``idx[pos]`` (``pos`` None: all of ``idx``) store at bytes ``off`` of ``buf``
+        (``known``: every lane, resolved)."""
         view = buf.view(dt)
         values = [get(idx) for get in gets]
         if pos is not None:
             values = [v[pos] if isinstance(v, np.ndarray) else v for v in values]
         if check_shared and buf is ch.shared.bytes:
             stored = [np.asarray(v, dt) for v in values]
-            access.shadow(idx, pos, off, total, "write", words, values=stored, seen=seen)
+            if known is not None:
+                access.shadow_resolved(known, "write", stored)
+            else:
+                access.shadow(idx, pos, off, total, "write", values=stored, seen=seen)
         for k, v in enumerate(values):
             view[el + k] = v
 
     def run(idx):
         a = get_addr(idx)
         if idx is None and resolvable and (known := access.resolve(a, total, vec, True, shift)):
-            store(ch.shared.bytes, None, known.off, known.el, None, known.words, known.seen)
+            store(ch.shared.bytes, None, known.off, known.el, None, known=known)
             return
         seen = pattern(a) if idx is None else None
         groups = access.locate(idx, a, total, True, dt.itemsize, seen)
