@@ -397,6 +397,7 @@ class Chunk:
         # a small chunk runs a run of independent fmas as one (ops.fma_runs), built by its first
         self.runs = machine.decoded.fma_runs if n <= FUSED_LANES else [0] * len(machine.program)
         self.fused: dict[int, object] = {}
+        self.ran: dict[int, list[int]] = {}  # per run of fmas run (by its first): its lanes and warps
         self.bind(machine, first)
 
     def bind(self, machine: Machine, first: int) -> None:
@@ -629,7 +630,19 @@ class Chunk:
     # ----- scheduling --------------------------------------------------------------
     def run(self) -> None:
         m = self.m
-        m.executed = m.budget - self._schedule(m.budget - m.executed)
+        try:
+            m.executed = m.budget - self._schedule(m.budget - m.executed)
+        finally:
+            self._tally_runs()
+
+    def _tally_runs(self) -> None:
+        """Count the runs of fmas (``_schedule`` ran each as one) for each of their instructions."""
+        tally = self.m.tally
+        for first, (lanes, warps) in self.ran.items():
+            for k in range(first, first + self.runs[first]):
+                tally.lanes[k] += lanes
+                tally.warps[k] += warps
+        self.ran = {}
 
     def _schedule(self, left: int) -> int:
         """Run every lane to its end, ``left`` lane instructions at most (BudgetError past
@@ -638,6 +651,7 @@ class Chunk:
         plan = self.plan
         targets, leaves, spins = m.decoded.targets, m.decoded.leaves, m.decoded.spins
         runs, fused = self.runs, self.fused
+        ran = self.ran
         tally_lanes, tally_warps = m.tally.lanes, m.tally.warps
         warp_of = self.warp_of
         n = self.n
@@ -664,9 +678,11 @@ class Chunk:
                     continue
                 span = runs[i]
                 if span and every is None and i + span <= stop_at and left >= act_n * span:
-                    for j in range(i, i + span):  # a run of fmas, every lane: as one instruction
-                        tally_lanes[j] += act_n
-                        tally_warps[j] += act_warps
+                    counted = ran.get(i)  # a run of fmas, every lane: as one instruction
+                    if counted is None:
+                        counted = ran[i] = [0, 0]
+                    counted[0] += act_n
+                    counted[1] += act_warps
                     left -= act_n * span
                     steps += span - 1
                     (fused.get(i) or self._fused(i, span))()

@@ -4,6 +4,8 @@ where the emulator's semantics differ from the hardware's."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from autograder.backends.base import Unsupported
@@ -182,7 +184,7 @@ def ufunc_op(ufunc):
         a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
         if d is None or a_full is None or b_full is None:
             return lanewise(ins, ch, ufunc)
-        return every_lane(lambda: ufunc(a_full, b_full, out=d), lambda: lanewise(ins, ch, ufunc))
+        return every_lane(partial(ufunc, a_full, b_full, out=d), lambda: lanewise(ins, ch, ufunc))
 
     return build
 
@@ -226,7 +228,7 @@ def build_mul(ins, ch):
         if d is None or a_full is None or b_full is None:
             return slow()
         # the product of two values of the type, exact in the wide type: computed there
-        return every_lane(lambda: np.multiply(a_full, b_full, out=d, dtype=wide), slow)
+        return every_lane(partial(np.multiply, a_full, b_full, out=d, dtype=wide), slow)
     if "hi" in ins.mods:
         return lanewise(ins, ch, lambda a, b: mul_hi(a, b, dt))
     return ufunc_op(np.multiply)(ins, ch)
@@ -696,7 +698,7 @@ def build_setp(ins, ch):
         a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
         if d_view is not None and a_full is not None and b_full is not None:
             return every_lane(
-                lambda: fn(a_full, b_full, out=d_view), lambda: _setp(ins, ch, fn, dt, dsts, combine)
+                partial(fn, a_full, b_full, out=d_view), lambda: _setp(ins, ch, fn, dt, dsts, combine)
             )
     return _setp(ins, ch, fn, dt, dsts, combine)
 
