@@ -752,7 +752,7 @@ def build_st(ins: Instr, ch):
             else:
                 access.shadow(idx, pos, off, total, "write", values=stored, seen=seen)
         for k, v in enumerate(values):
-            view[el + k] = v
+            view[el + k if k else el] = v
 
     def run(idx):
         a = get_addr(idx)

@@ -114,12 +114,13 @@ class SharedShadow:
         per) words about to be written and those in memory: a word rewritten with the
         value it holds is no write-after-write (racecheck rates it harmless). ``distinct``:
         no two lanes write one word (the caller knows), so none of them clash."""
-        self.written = True
-        state = _gather(self.state, rows, per)
         mine = _per_word(threads, per)
         hazards = []
-        if state.max() >= 0:  # some words were written since the last barrier
-            hazards += self._rewritten(state, rows, threads, per, stored)
+        if self.written:  # some word was written since the last barrier: these, by another thread?
+            state = _gather(self.state, rows, per)
+            if state.max() >= 0:
+                hazards += self._rewritten(state, rows, threads, per, stored)
+        self.written = True
         hazards += self._after_reads(rows, threads, per)
         _scatter(self.state, rows, per, mine)
         if distinct:
