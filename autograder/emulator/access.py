@@ -90,17 +90,23 @@ class Pattern:
 _PATTERNS: dict[bytes, Pattern] = {}
 
 
-def pattern(a: np.ndarray) -> Pattern | None:
-    """The memoised pattern of the addresses of every lane of a small chunk (None for a larger one)."""
+def pattern(a: np.ndarray, last: list | None = None) -> Pattern | None:
+    """The memoised pattern of the addresses of every lane of a small chunk (None for a larger
+    one); ``last``: the caller's ``[key, pattern]`` of its last request, kept up to date (a loop
+    keeps its pattern: equal keys compare without a hash)."""
     if a.size > PATTERN_LANES:
         return None
     rel = a - a[0]
     key = rel.tobytes()
+    if last is not None and key == last[0]:
+        return last[1]
     found = _PATTERNS.get(key)
     if found is None:
         if len(_PATTERNS) >= PATTERN_LIMIT:
             _PATTERNS.clear()
         found = _PATTERNS[key] = Pattern(rel)
+    if last is not None:
+        last[:] = key, found
     return found
 
 
@@ -130,6 +136,8 @@ class Access:
         self.space = "global" if self.const else space
         self.counted = not self.const  # the constant cache is no global-memory traffic
         self._resolved: dict[bytes, Resolved] = {}  # shared requests of every lane (resolve)
+        self._last: tuple[bytes, Resolved | None] = (b"", None)  # the last one resolved
+        self.last_pattern: list = [b"", None]  # the pattern of its last request of every lane
 
     @property
     def m(self):
@@ -144,9 +152,10 @@ class Access:
         if a.size > PATTERN_LANES:
             return None
         key = a.tobytes()
-        found = self._resolved.get(key)
+        # the addresses of its last run (a tile's, trip after trip) need no hash
+        found = self._last[1] if key == self._last[0] else self._resolved.get(key)
         if found is None:
-            seen = pattern(a)
+            seen = pattern(a, self.last_pattern)
             groups = self._shared(None, a, total, write, 1 << shift, seen, report=False)
             if not groups:
                 return None
@@ -160,6 +169,7 @@ class Access:
             if len(self._resolved) >= RESOLVED_LIMIT:
                 self._resolved.clear()
             self._resolved[key] = found
+        self._last = key, found
         events = self.m.tally.events[self.ins.index]
         for name, value in found.events:
             events[name] += value
@@ -645,7 +655,7 @@ def build_ld(ins: Instr, ch):
             load(ch.shared.bytes, known.el, None)
             access.shadow_resolved(known, "read")
             return
-        seen = pattern(a) if idx is None else None
+        seen = pattern(a, access.last_pattern) if idx is None else None
         groups = access.locate(idx, a, total, False, dt.itemsize, seen)
         if len(groups) == 1 and groups[0][1] is None:
             buf, _, off = groups[0]
@@ -759,7 +769,7 @@ def build_st(ins: Instr, ch):
         if idx is None and resolvable and (known := access.resolve(a, total, vec, True, shift)):
             store(ch.shared.bytes, None, known.off, known.el, None, known=known)
             return
-        seen = pattern(a) if idx is None else None
+        seen = pattern(a, access.last_pattern) if idx is None else None
         groups = access.locate(idx, a, total, True, dt.itemsize, seen)
         whole = len(groups) == 1 and groups[0][1] is None
         access.count(idx, a, total, vec, True, aligned=whole, seen=seen if whole else None)

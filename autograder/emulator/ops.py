@@ -375,10 +375,10 @@ def build_fma_run(run: list[Instr], ch):
 
     def fused():
         multiply()
-        np.add(total, addend(), out=total)
-        if out is not None:
-            np.copyto(out, total, casting="unsafe")
+        if out is not None:  # the f64 sums rounded once, as they land
+            np.add(total, addend(), out=out, casting="unsafe")
         else:
+            np.add(total, addend(), out=total)
             table[d] = total
 
     return fused
