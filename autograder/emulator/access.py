@@ -52,7 +52,7 @@ def garbage(count: int, dtype: np.dtype) -> np.ndarray:
 
 
 PATTERN_LANES = 2048  # requests of up to this many lanes are memoised by their pattern
-PATTERN_LIMIT = 1 << 10  # memoised patterns (16 KiB each at most); then the memo starts over
+PATTERN_LIMIT = 1 << 8  # memoised patterns (16 KiB each at most); then the memo starts over
 
 
 class Pattern:
@@ -110,7 +110,7 @@ def pattern(a: np.ndarray, last: list | None = None) -> Pattern | None:
     return found
 
 
-RESOLVED_LIMIT = 64  # exact address sets an instruction remembers (resolve); then it starts over
+RESOLVED_LIMIT = 16  # exact address sets an instruction remembers (resolve); then it starts over
 
 
 class Resolved:

@@ -127,7 +127,8 @@ STORAGE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 DEFAULT_BUDGET = 4_000_000_000  # lane instructions per launch
 CHUNK_BYTES = 160 << 20  # a chunk's registers, local and shared memory (one block at least)
 MAX_CHUNK_LANES = 1 << 17
-SHELL_BYTES = 4 << 20  # a chunk whose registers take at most this is kept for the next launch of its shape
+SHELL_BYTES = 2 << 20  # a chunk whose registers take at most this is kept for the next launch of its shape
+SHELLS_PER_KERNEL = 2  # shapes kept per decoded kernel (decoded_kernel keeps 32 kernels)
 PREDEFINED_CONSTANTS = {"WARP_SZ": 32}  # PTX's predefined identifiers (warpSize compiles to WARP_SZ)
 
 
@@ -388,7 +389,7 @@ class Chunk:
         self.tables = list({id(table): table for table, _k in self.rows.values()}.values())  # one a type
         self._views: dict[tuple, np.ndarray] = {}
         self._constants: dict[tuple, np.ndarray | np.generic] = {}  # immediates, by (operand, dtype)
-        self._scratch: dict[type, np.ndarray] = {}
+        self._scratch: dict[tuple, np.ndarray] = {}
         # per instruction: (executor, kind, guard), made when the scheduler first reaches it
         # (about 40% of a program's instructions never run in a given launch); branches,
         # exits and barriers are the scheduler's and have no executor; the others' are built
@@ -458,7 +459,10 @@ class Chunk:
             self.m = self.shared = self.local = self.clock_start = None
             self._sregs.clear()
             self._launch_constants.clear()
-            m.decoded.shells[_shape(m, self.n_blocks)] = self
+            shells = m.decoded.shells
+            if len(shells) >= SHELLS_PER_KERNEL:  # the oldest shape goes
+                shells.pop(next(iter(shells)))
+            shells[_shape(m, self.n_blocks)] = self
             return
         self.plan = []
         self.fused.clear()
@@ -506,11 +510,14 @@ class Chunk:
             return None
         return table[first : first + len(rows)].view(dtype)
 
-    def scratch(self, dtype) -> np.ndarray:
-        """A temporary register of ``dtype`` that executors share: valid only while one runs."""
-        array = self._scratch.get(dtype)
+    def scratch(self, dtype, rows: int = 0, slot: int = 0) -> np.ndarray:
+        """A temporary register of ``dtype`` that executors share, or ``rows`` of them (a run
+        of fmas'; ``slot`` tells apart those one executor needs at once): valid only while one
+        runs."""
+        key = (np.dtype(dtype), rows, slot)
+        array = self._scratch.get(key)
         if array is None:
-            array = self._scratch[dtype] = np.empty(self.n, dtype)
+            array = self._scratch[key] = np.empty((rows, self.n) if rows else self.n, dtype)
         return array
 
     def full(self, operand, dtype):

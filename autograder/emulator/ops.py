@@ -356,17 +356,17 @@ def build_fma_run(run: list[Instr], ch):
     rows = [[ch.rows[o.name] for o in ins.operands] for ins in run]
     table = rows[0][0][0]
     d, a, b, c = (np.array([r[k][1] for r in rows]) for k in range(4))
-    total = np.empty((len(run), ch.n), np.float64)
-    addend = _rows(table, c)
+    total = ch.scratch(np.float64, len(run))
+    addend = _rows(ch, table, c, 0)
     outer = _outer(a, b)
     if outer is not None:
-        left, right = (_rows(table, index) for index in outer)
+        left, right = (_rows(ch, table, index, slot) for slot, index in enumerate(outer, 1))
         grid = total.reshape(len(outer[0]), len(outer[1]), ch.n)
 
         def multiply():
             np.multiply(left()[:, None, :], right()[None, :, :], out=grid, dtype=np.float64)
     else:
-        left, right = _rows(table, a), _rows(table, b)
+        left, right = _rows(ch, table, a, 1), _rows(ch, table, b, 2)
 
         def multiply():
             np.multiply(left(), right(), out=total, dtype=np.float64)
@@ -400,12 +400,13 @@ def _consecutive(index: np.ndarray) -> bool:
     return bool((np.diff(index) == 1).all())
 
 
-def _rows(table: np.ndarray, index: np.ndarray):
-    """``() ->`` the rows ``index`` of ``table``: a view where they are consecutive, else gathered."""
+def _rows(ch, table: np.ndarray, index: np.ndarray, slot: int):
+    """``() ->`` the rows ``index`` of ``table``: a view where they are consecutive, else gathered
+    into the chunk's scratch ``slot``."""
     if _consecutive(index):
         view = table[index[0] : index[0] + len(index)]
         return lambda: view
-    gathered = np.empty((len(index), table.shape[1]), table.dtype)
+    gathered = ch.scratch(table.dtype, len(index), slot)
     return lambda: table.take(index, axis=0, out=gathered)
 
 
