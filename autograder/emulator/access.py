@@ -12,7 +12,13 @@ address, so a pointer to a global buffer reads garbage there, not the buffer), n
 writes a ``__constant__`` variable, ``ld.param``/``st.param`` through a pointer reach no
 parameter, ``.shared``/``.local`` offsets outside their variables and ``.global``
 addresses in no allocation are out of bounds: each is a finding, its read garbage, its
-write dropped. Counts: ``counters.py``."""
+write dropped. Counts: ``counters.py``.
+
+A request of every lane of a small chunk is worked out once per pattern of its addresses
+relative to the first lane's (``Pattern``: extent, alignment, bank wavefronts, sectors), and a
+shared one once per exact set of addresses (``Access.resolve``: where it lands, its shadow
+words, the counts it adds), since a loop over a tile makes the same request trip after trip;
+the shadow's checks and the data still run every time."""
 
 from __future__ import annotations
 

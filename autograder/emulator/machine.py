@@ -27,6 +27,14 @@ done once per decoded kernel (``Decoded``); an executor is built when its instru
 runs, and a register-only one builds only its every-lane path until some lanes run it alone
 (``ops.every_lane``).
 
+Small launches: a chunk of a few hundred lanes spends most of its time in Python per
+instruction, not in numpy, so for it (``FUSED_LANES``, ``SHELL_BYTES``) a run of independent
+f32 fmas (a register tile's update, ``ops.fma_runs``) is one instruction, and the chunk is kept
+when its launch ends (``Chunk.release``): the next launch of the same kernel and shape runs in
+it (``Chunk.acquire``), registers zeroed, with the executors that hold nothing of a launch
+(register-only instructions, loads and stores through a register's address: ``portable``).
+Everything a launch reports is what a fresh chunk gives (``bench/emulator_digest.py``).
+
 Barriers: a lane at ``bar.sync`` waits; when no lane of the chunk can run, the barrier is
 resolved per block: all live threads at one barrier is a clean barrier (every lane of the
 chunk at one barrier, the common case, is released without the per-block analysis); a block
