@@ -117,6 +117,7 @@ def pattern(a: np.ndarray, last: list | None = None) -> Pattern | None:
 
 
 RESOLVED_LIMIT = 16  # exact address sets an instruction remembers (resolve); then it starts over
+MEMO_BYTES = 32 << 20  # what a chunk's instructions remember of them in all (past it, no more)
 
 
 class Resolved:
@@ -172,6 +173,10 @@ class Access:
             span = seen.span(int(a[0]), total, self.ch.shared.unit_shift)
             rows = self.shadow_rows(off, total, words)
             found = Resolved(off, off >> shift, tuple(events.items()), seen, rows, span)
+            size = len(key) + off.nbytes + found.el.nbytes + found.rows.nbytes
+            if self.ch.memo_bytes + size > MEMO_BYTES:  # a kernel of very many shared accesses
+                return None
+            self.ch.memo_bytes += size
             if len(self._resolved) >= RESOLVED_LIMIT:
                 self._resolved.clear()
             self._resolved[key] = found

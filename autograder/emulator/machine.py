@@ -407,6 +407,7 @@ class Chunk:
         self.runs = machine.decoded.fma_runs if n <= FUSED_LANES else [0] * len(machine.program)
         self.fused: dict[int, object] = {}
         self.ran: dict[int, list[int]] = {}  # per run of fmas run (by its first): its lanes and warps
+        self.memo_bytes = 0  # what its instructions remember of their requests (access.MEMO_BYTES)
         self.bind(machine, first)
 
     def bind(self, machine: Machine, first: int) -> None:
@@ -425,9 +426,9 @@ class Chunk:
     @classmethod
     def acquire(cls, machine: Machine, first: int, n_blocks: int) -> Chunk:
         """Blocks ``first .. first + n_blocks - 1``: in the chunk an earlier launch of the same
-        kernel and shape left (``release``), its registers zeroed and the executors that read
-        hold nothing of a launch kept (``portable``: building them is most of a small launch's
-        cost), else in a new chunk."""
+        kernel and shape left (``release``), its registers zeroed, with the executors that hold
+        nothing of a launch (``portable``: building them is most of a small launch's cost);
+        else in a new chunk."""
         shell = machine.decoded.shells.pop(_shape(machine, n_blocks), None)
         if shell is None:
             return cls(machine, first, n_blocks)

@@ -16,6 +16,7 @@ import pytest
 
 from autograder.backends.base import Buffer, Program, Scalar
 from autograder.compiler import compile_ptx
+from autograder.emulator import access
 from autograder.emulator.counters import BankModel
 from autograder.emulator.machine import decoded_kernel
 
@@ -443,3 +444,17 @@ def test_wide_products_are_exact_in_64_bits(rng, defines):
     unsigned = a.view(np.uint32).astype(np.uint64) * b.view(np.uint32).astype(np.uint64)
     np.testing.assert_array_equal(result.outputs["u"], unsigned)
     assert np.array_equal(result.outputs["s"], signed) == (not defines)
+
+
+def test_a_chunk_past_its_memo_budget_counts_and_checks_as_before(rng, monkeypatch):
+    x = rng.standard_normal(512).astype(np.float32)
+    for steps in (5, 6):  # in bounds, then reading past x and the tile on the last step
+        args = [Buffer("x", x), out("y", 256), Scalar("steps", np.int32(steps))]
+        remembered = launch(WALK, "walk", 1, 256, args)
+        decoded_kernel.cache_clear()
+        monkeypatch.setattr(access, "MEMO_BYTES", 0)  # no request resolved ahead
+        alone = launch(WALK, "walk", 1, 256, args)
+        monkeypatch.undo()
+        decoded_kernel.cache_clear()
+        assert alone.counters == remembered.counters and alone.findings == remembered.findings
+        np.testing.assert_array_equal(alone.outputs["y"], remembered.outputs["y"])
