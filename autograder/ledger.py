@@ -157,9 +157,10 @@ def first_case(spec: Spec) -> tuple[str, Case]:
 
 
 def stand_in(spec: Spec, timed: Case) -> Case | None:
-    """The aligned case that counts like ``timed`` (a timed case, far too large to count): the
-    largest with its compile-time parameters (those ``Spec.defines`` names: the tiles, the block),
-    whose intensity is the timed case's for the course's kernels; None where no aligned case has them."""
+    """The aligned case a timed case (far too large to count) is counted on: the largest with
+    its compile-time parameters (those ``Spec.defines`` names: the tiles, the block), so that it
+    moves data as the timed kernel does (``timed_scale`` grows its counts to the timed case);
+    None where no aligned case has them."""
     tiles = {name for expression in spec.defines.values() for name in IDENTIFIER.findall(expression)}
     alike = [dict(c) for c in spec.cases.get("aligned", ()) if all(c.get(k) == timed.get(k) for k in tiles)]
     return max(alike, key=lambda c: minimum_work(spec, c).bytes, default=None)
