@@ -61,6 +61,13 @@ PATTERNS = {
     + np.repeat([0, 8], 16),
     "quarters of 8 and 1 chunks, halves in other banks": np.tile(np.r_[np.arange(8), np.full(8, 8)], 2)
     + np.repeat([0, 16], 16),
+    "quarters of 3 and 1 chunks (4 a half)": np.tile(np.r_[np.arange(8) % 3, np.full(8, 3)], 2)
+    + np.repeat([0, 8], 16),
+    "quarters of 2 chunks in one bank group each": np.concatenate([np.tile([q, q + 8], 4) for q in range(4)]),
+    "quarter 0 of 2 chunks, the others of 1": np.r_[np.tile([0, 1], 4), np.repeat([2, 3, 4], 8)],
+    "half 0 quarters of 1 chunk, half 1 quarters of 3": np.r_[
+        np.repeat([0, 1], 8), np.arange(8) % 3 + 8, np.arange(8) % 3 + 11
+    ],
 }
 
 if __name__ == "__main__":
