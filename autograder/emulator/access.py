@@ -163,10 +163,9 @@ class Access:
         found = self._last[1] if key == self._last[0] else self._resolved.get(key)
         if found is None:
             seen = pattern(a, self.last_pattern)
-            groups = self._shared(None, a, total, write, 1 << shift, seen, report=False)
-            if not groups:
+            if not self._one_variable(a, total, seen):
                 return None
-            off = groups[0][2]
+            off = self.ch.shared_base + a
             words = off >> 2
             events: dict[str, int] = defaultdict(int)
             self.count(None, a, total, vec, write, words, aligned=True, seen=seen, into=events)
@@ -245,23 +244,23 @@ class Access:
             return not self.const and region.space != "const"
         return not self.const or region.space == "const"
 
-    def _shared(self, idx, a, total, write, elem, seen=None, report: bool = True):
-        """``report=False``: only the case of every lane inside one variable, aligned; else []."""
+    def _one_variable(self, a, total: int, seen=None) -> bool:
+        """Is every address ``a`` inside the shared variable of the first, aligned to ``total``?"""
+        first = int(a[0])
+        var = self.ch.shared.layout.var_at(first)
+        if var is None:
+            return False
+        last = var.start + var.size - total
+        if seen is not None:
+            return seen.inside_aligned(first, var.start, last, total)
+        return _inside_aligned(a, last, total, var.start)
+
+    def _shared(self, idx, a, total, write, elem, seen=None):
         ch = self.ch
         layout = ch.shared.layout
-        first = int(a[0])
-        var = layout.var_at(first)
-        if var is not None:
-            last = var.start + var.size - total
-            if seen is not None:
-                inside = seen.inside_aligned(first, var.start, last, total)
-            else:
-                inside = _inside_aligned(a, last, total, var.start)
-            if inside:
-                base = ch.shared_base if idx is None else ch.shared_base[idx]
-                return [(ch.shared.bytes, None, base + a)]
-        if not report:
-            return []
+        if self._one_variable(a, total, seen):
+            base = ch.shared_base if idx is None else ch.shared_base[idx]
+            return [(ch.shared.bytes, None, base + a)]
         slot = ch.lane_slot if idx is None else ch.lane_slot[idx]
         if not layout.vars:
             self._report_oob(idx, np.arange(a.size), a // elem, 0, "shared memory", write)
@@ -494,7 +493,7 @@ class Access:
             lanes = ch.all_lanes if idx is None else idx
             threads = ch.tid32[lanes if pos is None else lanes[pos]]
         rows, per = self.shadow_rows(off, total, words)
-        span = None if seen is None else seen.span(first, total, ch.shared.unit_shift)
+        span = seen.span(first, total, ch.shared.unit_shift) if seen is not None and how == "read" else None
         distinct = seen is not None and how == "write" and seen.distinct(ch.bs)
         self._shadow(threads, rows, per, off, how, values, span, distinct)
 

@@ -74,20 +74,7 @@ class SharedShadow:
                 state == NEVER, "uninitialized_shared_read", "uninitialised", rows, threads, per, None, None
             )
             raw = (state >= 0) & (state != _per_word(threads, per))
-            if raw.any():
-                j = int(np.argmax(raw))
-                word = _word(rows, per, j)
-                hazards.append(
-                    Hazard(
-                        "shared_race",
-                        "read-after-write",
-                        word,
-                        int(threads[j // per]),
-                        int(state.flat[j]),
-                        int(self.write_pc[word]),
-                        int(raw.sum()),
-                    )
-                )
+            hazards += _race(raw, "read-after-write", rows, threads, per, state.flat, self.write_pc)
         self._log(rows, threads, per, pc)
         return hazards
 
@@ -123,28 +110,20 @@ class SharedShadow:
         self.written = True
         hazards += self._after_reads(rows, threads, per)
         _scatter(self.state, rows, per, mine)
-        if distinct:
-            _scatter(self.write_pc, rows, per, pc)
-            return hazards
-        clash = _gather(self.state, rows, per) != mine
-        if clash.any() and stored is not None:
-            clash &= _differs_from_last(stored()[0], rows, per, self.state.size).reshape(clash.shape)
-        if clash.any():  # two threads of this instruction wrote one word
-            j = int(np.argmax(clash))
-            word = _word(rows, per, j)
-            hazards.append(
-                Hazard(
-                    "shared_race",
-                    "write-after-write",
-                    word,
-                    int(threads[j // per]),
-                    int(self.state[word]),
-                    pc,
-                    int(clash.sum()),
-                )
-            )
+        if not distinct:
+            hazards += self._clashes(rows, threads, per, pc, mine, stored)
         _scatter(self.write_pc, rows, per, pc)
         return hazards
+
+    def _clashes(self, rows, threads, per, pc, mine, stored) -> list[Hazard]:
+        """Write-after-write within one store: two threads of it wrote one word (differently)."""
+        written = _gather(self.state, rows, per)
+        clash = written != mine
+        if clash.any() and stored is not None:
+            clash &= _differs_from_last(stored()[0], rows, per, self.state.size).reshape(clash.shape)
+        return _race(
+            clash, "write-after-write", rows, threads, per, written.flat, np.full(self.state.size, pc)
+        )
 
     def _rewritten(self, state, rows, threads, per, stored) -> list[Hazard]:
         """Write-after-write: words another thread wrote since the last barrier."""
@@ -152,21 +131,7 @@ class SharedShadow:
         if waw.any() and stored is not None:
             new, old = stored()
             waw &= new.reshape(waw.shape) != old.reshape(waw.shape)
-        if not waw.any():
-            return []
-        j = int(np.argmax(waw))
-        word = _word(rows, per, j)
-        return [
-            Hazard(
-                "shared_race",
-                "write-after-write",
-                word,
-                int(threads[j // per]),
-                int(state.flat[j]),
-                int(self.write_pc[word]),
-                int(waw.sum()),
-            )
-        ]
+        return _race(waw, "write-after-write", rows, threads, per, state.flat, self.write_pc)
 
     def touch(self, rows: np.ndarray, per: int) -> None:
         """An atomic wrote these words: they are initialised, and race with nothing."""
@@ -292,6 +257,19 @@ def _differs_from_last(new: np.ndarray, rows: np.ndarray, per: int, size: int) -
     last = np.zeros(size, new.dtype)
     last[words] = new.reshape(-1)
     return last[words] != new.reshape(-1)
+
+
+def _race(mask, what: str, rows, threads, per: int, other, other_pc) -> list[Hazard]:
+    """The first access ``mask`` marks as a race ``what``: the other thread at the same flat
+    position of ``other``, its instruction at the word in ``other_pc`` (or that instruction);
+    counted over ``mask``."""
+    if not mask.any():
+        return []
+    j = int(np.argmax(mask))
+    word = _word(rows, per, j)
+    other_thread = int(other[j])
+    at = other_pc if isinstance(other_pc, int) else int(other_pc[word])
+    return [Hazard("shared_race", what, word, int(threads[j // per]), other_thread, at, int(mask.sum()))]
 
 
 def _word(rows: np.ndarray, per: int, j: int) -> int:
