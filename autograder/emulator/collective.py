@@ -84,23 +84,58 @@ def build_shfl(ins, ch):
     return run
 
 
+def _member_groups(ch, lanes: np.ndarray, member) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """The lanes of one warp that name one member mask take part together, as when
+    ``cg::labeled_partition`` splits a warp and each part reduces alone: (the order that makes
+    each group's lanes consecutive, or None when they already are, the start of each group in
+    that order, each lane's group)."""
+    starts, group = _groups(ch, lanes)
+    if member is None:
+        return None, starts, group
+    mask = np.broadcast_to(member, lanes.shape)
+    if lanes.size == 0 or (mask == mask[0]).all():
+        return None, starts, group
+    key = (group.astype(np.int64) << 32) | mask.astype(np.int64)
+    order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    new = np.ones(lanes.size, bool)
+    new[1:] = ordered[1:] != ordered[:-1]
+    by_member = np.empty(lanes.size, np.int64)
+    by_member[order] = np.cumsum(new) - 1
+    return order, np.flatnonzero(new), by_member
+
+
+def _reduce_members(ufunc, values: np.ndarray, grouping) -> np.ndarray:
+    """``ufunc`` over each group of ``_member_groups``, given to each of its lanes."""
+    order, starts, group = grouping
+    ordered = values if order is None else values[order]
+    return ufunc.reduceat(ordered, starts)[group]
+
+
+def _member_operand(ins, ch):
+    """The member mask of a ``.sync`` collective (its last operand), or None for the old
+    forms without one."""
+    return ch.src(ins.operands[-1], np.uint32) if "sync" in ins.mods else None
+
+
 def build_vote(ins, ch):
     mode = next(m for m in ins.mods if m in ("all", "any", "uni", "ballot"))
     pred = ch.src(ins.operands[1], np.bool_)
+    member = _member_operand(ins, ch)
     put = ch.dst(ins.operands[0], np.uint32 if mode == "ballot" else np.bool_)
 
     def run(idx):
         lanes = ch.all_lanes if idx is None else idx
         p = np.broadcast_to(pred(idx), lanes.shape)
-        starts, group = _groups(ch, lanes)
-        bits = p.astype(np.uint32) << (ch.lane_tid[lanes] % 32).astype(np.uint32)
+        grouping = _member_groups(ch, lanes, None if member is None else member(idx))
         if mode == "ballot":  # inactive lanes contribute 0
-            put(idx, np.bitwise_or.reduceat(bits, starts)[group])
+            bits = p.astype(np.uint32) << (ch.lane_tid[lanes] % 32).astype(np.uint32)
+            put(idx, _reduce_members(np.bitwise_or, bits, grouping))
             return
-        yes = np.add.reduceat(p.astype(np.int64), starts)
-        size = np.diff(np.append(starts, lanes.size))
+        yes = _reduce_members(np.add, p.astype(np.int64), grouping)
+        size = _reduce_members(np.add, np.ones(lanes.size, np.int64), grouping)
         every, some = yes == size, yes > 0
-        put(idx, (every if mode == "all" else some if mode == "any" else every | ~some)[group])
+        put(idx, every if mode == "all" else some if mode == "any" else every | ~some)
 
     return run
 
@@ -174,13 +209,13 @@ def build_redux(ins, ch):
     op = REDUX[next(m for m in ins.mods if m in REDUX)]
     dt = dtype_of(ins.type)
     get = ch.src(ins.operands[1], dt)
+    member = _member_operand(ins, ch)
     put = ch.dst(ins.operands[0], dt)
 
     def run(idx):
         lanes = ch.all_lanes if idx is None else idx
-        starts, group = _groups(ch, lanes)
         values = np.broadcast_to(get(idx), lanes.shape).astype(dt)
-        put(idx, op.reduceat(values, starts)[group])
+        put(idx, _reduce_members(op, values, _member_groups(ch, lanes, member(idx))))
 
     return run
 

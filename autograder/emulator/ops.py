@@ -271,10 +271,11 @@ def build_mad(ins, ch):
     if d is None or any(f is None for f in fulls):
         return lanewise(ins, ch, _mad)
     a_full, b_full, c_full = fulls
+    product = ch.scratch(dt)  # not d: the addend is often d itself (``t += x * w``)
 
     def fast():
-        np.multiply(a_full, b_full, out=d)
-        np.add(d, c_full, out=d)
+        np.multiply(a_full, b_full, out=product)
+        np.add(product, c_full, out=d)
 
     return every_lane(fast, lambda: lanewise(ins, ch, _mad))
 
