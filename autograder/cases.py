@@ -5,8 +5,11 @@ compute-sanitizer cross-check and ``autograder profile`` all call it, so what on
 replays is what grading ran. Inputs are drawn from a seed that depends on the secret seed
 of the grading run and on the case's identity (assignment, case group, index, input set),
 so the student's kernel, the reference kernel and every backend see the same inputs for a
-case, and nothing can be memorised across runs. Default inputs are never zero: floats have
-magnitudes uniform in [0.5, 1.5] with a random sign, integers are in [1, 100) with a random sign where signed.
+case, and nothing can be memorised across runs. Besides the cases it lists, a group has the
+cases it draws from the same secret (:func:`with_drawn`): sizes no handout lists, within the
+spec's bounds, so that no kernel can tell a graded case by its size. Default inputs are never
+zero: floats have magnitudes uniform in [0.5, 1.5] with a random sign, integers are in [1, 100)
+with a random sign where signed.
 Outputs start as NaN (integers: a sentinel), so an output never written is visible.
 """
 
@@ -22,9 +25,10 @@ import numpy as np
 
 from autograder.backends.base import Buffer, Launch, Program, TimingRequest
 from autograder.backends.base import Scalar as ScalarArg
-from autograder.spec import Array, Case, Spec, SpecError, dim3, evaluate
+from autograder.spec import Array, Case, Draw, Spec, SpecError, dim3, evaluate
 
 TIMING_INPUT_SETS = 3  # input sets a timed case rotates through (sets 1..3; grading runs set 0)
+DRAW_TRIES = 10_000  # values tried for one drawn size before the spec's bounds are called too tight
 
 
 def case_seed(secret: int, assignment: str, group: str, index: int, launch: int = 0) -> int:
@@ -153,15 +157,52 @@ class GroupCase:
 
 
 def group_cases(spec: Spec, group: str, secret: int, input_set: int = 0) -> list[GroupCase]:
-    """The cases of ``group`` with their seeds for the run with ``secret`` (grading: input set 0)."""
+    """The cases of ``group`` (those listed, then those drawn: ``with_drawn``) with their seeds for
+    the run with ``secret`` (grading: input set 0)."""
+    every = (*spec.cases[group], *spec.drawn.get(group, ()))
     return [
         GroupCase(group, index, case, case_seed(secret, spec.name, group, index, input_set))
-        for index, case in enumerate(spec.cases[group])
+        for index, case in enumerate(every)
     ]
 
 
+def is_drawn(spec: Spec, group: str, index: int) -> bool:
+    """Whether case ``index`` of ``group`` is one the group drew (it lists the others)."""
+    return index >= len(spec.cases[group])
+
+
+def with_drawn(spec: Spec, secret: int) -> Spec:
+    """``spec`` with the cases each group draws (``Spec.draws``) for the run with ``secret``:
+    the same cases for the same secret, other sizes for another."""
+    listed: dict[str, set] = {}
+    for case in (c for cases in spec.cases.values() for c in cases):
+        for name, value in case.items():
+            listed.setdefault(name, set()).add(value)
+    drawn = {}
+    for group, draws in spec.draws.items():
+        digest = hashlib.sha256(f"{secret}/{spec.name}/{group}/drawn".encode()).digest()
+        rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+        drawn[group] = tuple(_drawn(draw, listed, rng) for draw in draws for _ in range(draw.count))
+    return replace(spec, drawn=drawn)
+
+
+def _drawn(draw: Draw, listed: dict[str, set], rng: np.random.Generator) -> Case:
+    case = dict(draw.like)
+    for name, (low, high) in draw.sizes.items():
+        tile = int(evaluate(draw.tile[name], draw.like)) if name in draw.tile else None
+        for value in map(int, rng.integers(low, high, DRAW_TRIES, endpoint=True)):
+            if value not in listed.get(name, ()) and (tile is None or (value % tile == 0) == draw.aligned):
+                case[name] = value
+                break
+        else:
+            raise SpecError(f"no size {name} in [{low}, {high}] that no case lists and that fits its tile")
+    return case
+
+
 def find_case(spec: Spec, case: Case, secret: int) -> GroupCase:
-    """``case`` as grading with ``secret`` draws it when a case group has it, else a case of its own."""
+    """``case`` as grading with ``secret`` draws it when a case group has it (listed, or drawn
+    with that secret), else a case of its own."""
+    spec = with_drawn(spec, secret)
     for group in spec.cases:
         for ref in group_cases(spec, group, secret):
             if dict(ref.case) == dict(case):

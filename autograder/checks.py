@@ -6,7 +6,8 @@ A check asks a :class:`Runs` for the outcomes it needs (``grading``: the grading
 compares anything itself: it only scores. It asks what a backend can do
 (:class:`Capabilities`), never which backend it is. Every check except correctness is
 gated: it scores 0 unless the kernel computes the right answer on the very cases the check
-runs, so an empty stub collects nothing.
+runs, so an empty stub collects nothing. A bounds or barriers finding counts wherever it was
+seen: on any launch of the student's kernel that the grading made, in any case group.
 """
 
 from __future__ import annotations
@@ -53,6 +54,32 @@ class Runs(Protocol):
         """Each case of ``group``: its parameters, what ptxas gives the student's kernel for
         sm_90 with the case's defines, and the occupancy of the case's launch."""
 
+    def student_outcomes(self) -> list[CaseOutcome]:
+        """Every launch of the student's kernel the grading makes (``student_launches``), each once."""
+
+
+# The roles each check runs the student's kernel on (``Runs.outcomes``); a timed performance
+# item's launches, on a GPU only, are left out of ``student_launches``.
+STUDENT_ROLES = {
+    "correctness": ("grading",),
+    "bounds": ("safety", "grading"),
+    "barriers": ("safety", "grading"),
+    "traffic": ("safety",),
+    "performance": ("safety",),
+    "resources": ("safety",),
+}
+
+
+def student_launches(items: tuple[Item, ...]) -> list[tuple[str, str]]:
+    """The (role, case group) pairs on which ``items`` run the student's kernel, in rubric order."""
+    pairs = (
+        (role, item.cases)
+        for item in items
+        if not (item.check == "performance" and performance.is_timed(item.metric))
+        for role in STUDENT_ROLES[item.check]
+    )
+    return list(dict.fromkeys(pairs))
+
 
 def correctness(item: Item, runs: Runs) -> ItemResult:
     outcomes = runs.outcomes("grading", item.cases)
@@ -71,21 +98,27 @@ def barriers(item: Item, runs: Runs) -> ItemResult:
 
 
 def _findings_check(item: Item, runs: Runs) -> ItemResult:
-    """Full points when every case is correct and no launch reports a finding of this check.
+    """Full points when every case of the item is correct and no launch of the student's kernel
+    in the whole grading reports a finding of this check.
 
-    Runs on the safety backend; when the grading backend is another one (the GPU), its own
-    findings (canary zones) on the same cases count too.
+    The item's cases run on the safety backend; when the grading backend is another one (the
+    GPU), its own findings (canary zones) count too. A finding on a case of another group (a
+    correctness case, a traffic case) counts as one on the item's: a kernel guarded only on the
+    sizes the handout lists for this group loses the points all the same.
     """
     outcomes = runs.outcomes("safety", item.cases)
     if not runs.same_backend("grading", "safety"):
         outcomes = outcomes + runs.outcomes("grading", item.cases)
-    found = [(o, f) for o in outcomes for f in o.findings if f.check == item.check]
-    gate = _gate(item, outcomes, found)
+    shown = {id(o) for o in outcomes}
+    everywhere = outcomes + [o for o in runs.student_outcomes() if id(o) not in shown]  # the item's first
+    found = [(o, f) for o in everywhere for f in o.findings if f.check == item.check]
+    seen = list({id(o): o for o, _ in found if id(o) not in shown}.values())
+    gate = _gate(item, outcomes, found, seen)
     if gate:
         return gate
     if not found:
-        return _result(item, item.points, [f"no {item.check} finding on {_cases(outcomes)}"], outcomes)
-    return _result(item, 0.0, [f"{_found(item.check, found)}:", *_collapsed(found)], outcomes)
+        return _result(item, item.points, [f"no {item.check} finding on {_cases(everywhere)}"], outcomes)
+    return _result(item, 0.0, [f"{_found(item.check, found)}:", *_collapsed(found)], outcomes + seen)
 
 
 def traffic(item: Item, runs: Runs) -> ItemResult:
@@ -191,9 +224,13 @@ SCORERS: dict[str, Callable[[Item, Runs], ItemResult]] = dict(
 
 
 def _gate(
-    item: Item, outcomes: list[CaseOutcome], found: list[tuple[CaseOutcome, Finding]] = ()
+    item: Item,
+    outcomes: list[CaseOutcome],
+    found: list[tuple[CaseOutcome, Finding]] = (),
+    seen: list[CaseOutcome] = (),
 ) -> ItemResult | None:
-    """0 points unless every case is correct; the findings of this check are shown all the same."""
+    """0 points unless every case is correct; the findings of this check (and the cases of other
+    groups they were ``seen`` on) are shown all the same."""
     wrong = [o for o in outcomes if not o.correct]
     if not wrong:
         return None
@@ -204,7 +241,7 @@ def _gate(
     ]
     if found:
         lines += [f"{_found(item.check, found)} as well:", *_collapsed(found)]
-    return _result(item, 0.0, lines, outcomes)
+    return _result(item, 0.0, lines, [*outcomes, *seen])
 
 
 def _result(
@@ -266,13 +303,13 @@ def _found(check: str, found: list[tuple[CaseOutcome, Finding]]) -> str:
 
 def _collapsed(found: list[tuple[CaseOutcome, Finding]]) -> list[str]:
     """One line per kind of finding (its kind, line and array, as a launch collapses them): the
-    first case's message, and every case it was found on, by its label."""
+    first case's message, and every case it was found on, by its group and label."""
     cases: dict[tuple, list[str]] = {}
     first: dict[tuple, Finding] = {}
     for outcome, f in found:
         key = (f.kind, f.line, f.array)
         first.setdefault(key, f)
-        cases.setdefault(key, []).append(outcome.label())
+        cases.setdefault(key, []).append(f"{outcome.group} {outcome.label()}")
     return _at_most([_finding_line(f) + _on_cases(cases[key]) for key, f in first.items()])
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.cases import with_drawn
 from autograder.rubric import Item, Rubric, load_rubric
 from autograder.spec import Spec, load_specs
 
@@ -32,6 +33,8 @@ class Course:
 def read_course(root: Path, rubric_path: Path | None = None) -> Course:
     """The course at ``root`` (``assignments/``, ``rubric.yaml``, ``reference/``), validated."""
     specs = load_specs(root)
+    for spec in specs.values():
+        with_drawn(spec, 0)  # bounds that no size fits fail here, not at grading time
     case_groups = {name: spec.cases for name, spec in specs.items()}
     rubric = load_rubric(rubric_path or root / "rubric.yaml", case_groups)
     return Course(root=root, specs=specs, rubric=rubric)

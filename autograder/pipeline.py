@@ -6,7 +6,8 @@ item runs its check. Checks ask a :class:`CaseRunner` for case outcomes, which r
 case group at most once per backend and source, so correctness, bounds and barriers on
 the same cases share launches. A failure the kernel causes fails that case with its
 message; a failure of the grader fails the case as a *grader fault* (item flagged for
-regrading); either way the remaining items are graded. With ``cross_check`` (``--sanitize``),
+regrading); either way the remaining items are graded. A case group runs the cases it lists and
+those it draws from the secret seed (``cases.with_drawn``). With ``cross_check`` (``--sanitize``),
 the bounds and barriers items also carry compute-sanitizer's unscored second opinion.
 """
 
@@ -37,13 +38,15 @@ from autograder.cases import (
     GroupCase,
     bare_launch,
     group_cases,
+    is_drawn,
     prepare,
     prepare_group,
     prepare_with_expected,
     program,
     timing_requests,
+    with_drawn,
 )
-from autograder.checks import SCORERS
+from autograder.checks import SCORERS, student_launches
 from autograder.compare import CaseOutcome, judged
 from autograder.feedback import LINE_BYTES, capped
 from autograder.model import Course, Grade, ItemResult
@@ -74,8 +77,9 @@ class CaseRunner:
         case_s: float,
         deadline: float,
         recorded: reference_counters.Recorded | None = None,
+        items: tuple[Item, ...] = (),
     ):
-        self.spec = spec
+        self.spec = _with_cases(spec, secret, recorded)
         self.sources = sources  # "student" and "reference"
         self.recorded = recorded  # the reference's counters, where its source is not here (a handout)
         self.roles = {
@@ -91,6 +95,7 @@ class CaseRunner:
         self._timing_requests: dict[str, Background] = {}  # drawn ahead (prefetch_timings)
         self._drawn: dict[tuple[str, int], Background] = {}  # a gating case drawn ahead, by (group, index)
         self.stalled = False  # a launch of the student's kernel did not finish
+        self.launched = student_launches(items)  # (role, group): where the items run the student's kernel
 
     def capabilities(self, role: str) -> Capabilities:
         return self.roles[role][0].capabilities
@@ -147,6 +152,14 @@ class CaseRunner:
         self.stalled |= student and any(f.kind == "instruction_budget" for f in judgement.findings)
         return replace(judgement, wall_s=time.monotonic() - started)
 
+    def student_outcomes(self) -> list[CaseOutcome]:
+        """Every launch of the student's kernel that the items make (``checks.student_launches``),
+        each once: a backend playing two roles runs a group once."""
+        keys = {}
+        for role, group in self.launched:
+            keys.setdefault((id(self.roles[role][0]), group), (role, group))
+        return [o for role, group in keys.values() for o in self.outcomes(role, group)]
+
     def _limited(self, launch: Launch, backend: Backend, ref: GroupCase) -> Launch:
         """A student's launch, its work bounded by the reference's; short once one did not finish."""
         if self.stalled:
@@ -155,8 +168,7 @@ class CaseRunner:
             )
         if not backend.capabilities.sees_every_access:
             return launch
-        reference = self.outcomes("reference", ref.group)[ref.index]
-        counted = reference.counters.totals.get("lane_instructions") if reference.counters else None
+        counted = _instructions(self.outcomes("reference", ref.group)[ref.index])
         return (
             replace(launch, instruction_limit=max(WORK_FLOOR, WORK_MULTIPLE * counted)) if counted else launch
         )
@@ -196,7 +208,7 @@ class CaseRunner:
     def resources(self, group: str) -> list[tuple[dict, Resources, Occupancy]]:
         """What ptxas gives the student's kernel for sm_90 on each case of ``group``, and the occupancy."""
         figures = []
-        for case in self.spec.cases[group]:
+        for case in (ref.case for ref in group_cases(self.spec, group, self.secret)):
             launch = bare_launch(self.spec, self.sources["student"], case, self.case_s)
             found = kernel_resources(launch.program, RESOURCE_ARCH)
             figures.append((dict(case), found, found.occupancy(math.prod(launch.block), launch.shared_bytes)))
@@ -214,6 +226,26 @@ class CaseRunner:
         if group not in self._cross_checks:
             self._cross_checks[group] = sanitize.cross_check(self.launches(group))
         return self._cross_checks[group]
+
+
+def _with_cases(spec: Spec, secret: int, recorded: reference_counters.Recorded | None) -> Spec:
+    """``spec`` with the cases its groups draw for ``secret``; where the reference's counters are
+    recorded (a handout), each recorded group's drawn cases are those recorded after its listed ones,
+    the only ones whose counters are known."""
+    spec = with_drawn(spec, secret)
+    if recorded is None:
+        return spec
+    kept = {
+        group: tuple(entry["case"] for entry in entries[len(spec.cases[group]) :])
+        for group, entries in recorded.groups.items()
+        if group in spec.cases
+    }
+    return replace(spec, drawn={**spec.drawn, **kept})
+
+
+def _instructions(outcome: CaseOutcome) -> int | None:
+    """The lane instructions a launch executed, where its backend counts them."""
+    return outcome.counters.totals.get("lane_instructions") if outcome.counters else None
 
 
 def _after(first: list[Background], function: Callable, *args):
@@ -317,7 +349,9 @@ def _grade_assignment(
     recorded = (
         reference_counters.load(course.reference_counters(name)) if sources["reference"] is None else None
     )
-    runner = CaseRunner(spec, sources, backends, secret, course.rubric.limits.case_s, deadline, recorded)
+    runner = CaseRunner(
+        spec, sources, backends, secret, course.rubric.limits.case_s, deadline, recorded, items
+    )
     runner.prefetch_timings(
         [i.cases for i in items if i.check == "performance" and performance.is_timed(i.metric)]
     )
@@ -325,7 +359,15 @@ def _grade_assignment(
         result = check_item(item, runner)
         if cross_check and item.check in sanitize.CROSS_CHECKED:
             result = sanitize.with_cross_check(result, runner.cross_check(item.cases))
-        yield result
+        yield _drawn_marked(result, runner.spec)
+
+
+def _drawn_marked(result: ItemResult, spec: Spec) -> ItemResult:
+    """``result`` with each case of its evidence saying whether its group drew it (TA report)."""
+    if "cases" not in result.evidence:
+        return result
+    cases = [{**c, "drawn": is_drawn(spec, c["group"], c["index"])} for c in result.evidence["cases"]]
+    return replace(result, evidence={**result.evidence, "cases": cases})
 
 
 def _ungraded(items: tuple[Item, ...], problem: str, regrade: bool) -> Iterator[ItemResult]:

@@ -1,9 +1,10 @@
 """The TA report of one graded submission, in JSON and Markdown.
 
 Unlike ``results.json`` it carries everything: the secret seed of the run and each case's
-seed (to reproduce the inputs), every case's evidence (shapes, max errors, first wrong
-index, unwritten outputs, modified inputs), every finding with its line, counters and
-ratios, and which items are flagged for regrading.
+seed (to reproduce the inputs; the sizes a group drew come from the run's seed, and the case
+tables mark them), every case's evidence (shapes, max errors, first wrong index, unwritten
+outputs, modified inputs), every finding with its line, counters and ratios, and which items
+are flagged for regrading.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def _cases_table(cases: list[dict]) -> list[str]:
             "",
         )
         params = ", ".join(f"{k}={v}" for k, v in c["params"].items())
+        params = f"{c['group']}: {params}" + (" (drawn)" if c.get("drawn") else "")
         status = "yes" if c["correct"] else f"no{': ' + c['error'].splitlines()[0] if c['error'] else ''}"
         error = "" if worst is None else f"{worst:.3g}"
         lines.append(

@@ -5,6 +5,9 @@ added. Sizes, scalar values, defines and launch geometry are *expressions* of th
 parameters (strings such as ``"n + 4"`` or ``"cdiv(n, T)"``), so the handout, the TA report
 and the grader all show the same formula. A case is a dict of parameter values; case
 groups (``aligned``, ``ragged``, ``safety``, ``perf``, or any other name) are lists of cases.
+Besides the cases it lists, a group may draw cases from the grading's secret seed (``draws``,
+each a :class:`Draw`: fixed parameters, and bounds for the sizes), so that no kernel can tell a
+graded case by its size; ``cases.with_drawn`` draws them.
 
 The numpy reference receives every input array (float64 copies, reshaped by ``shape``
 when given) and every scalar by name as keyword arguments, and returns a dict of output
@@ -53,6 +56,20 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
+class Draw:
+    """``count`` cases a group draws from the grading's seed: the parameters of ``like``, and each
+    parameter of ``sizes`` uniform in its bounds ``(low, high)`` (inclusive), never a value that
+    any case group lists for it. A parameter of ``tile`` is ragged: not a multiple of its
+    expression (of ``like``), or with ``aligned``, a multiple of it."""
+
+    like: Case
+    sizes: Mapping[str, tuple[int, int]]
+    tile: Mapping[str, str] = field(default_factory=dict)
+    aligned: bool = False
+    count: int = 1
+
+
+@dataclass(frozen=True)
 class Spec:
     name: str  # the assignment's name; the submission file is ``<name>.cu``
     kernel: str
@@ -70,6 +87,9 @@ class Spec:
     # the lecture's closed forms: counter (backends.base.COUNTER_NAMES) -> an expression of the
     # case, shown by ``autograder profile`` beside the student's and the reference's counts
     ledger: Mapping[str, str] = field(default_factory=dict)
+    draws: Mapping[str, tuple[Draw, ...]] = field(default_factory=dict)  # group -> cases it draws
+    # the cases drawn for one grading, by group, after the listed ones: set by ``cases.with_drawn``
+    drawn: Mapping[str, tuple[Case, ...]] = field(default_factory=dict)
 
 
 _OPERATORS = {
@@ -157,7 +177,27 @@ def load_spec(directory: Path) -> Spec:
     unknown = sorted(set(spec.ledger) - set(COUNTER_NAMES))
     if unknown:
         raise SpecError(f"{path}: ledger counter {unknown[0]!r} is not one of {', '.join(COUNTER_NAMES)}")
+    for group, draws in spec.draws.items():
+        for draw in draws:
+            _check_draw(path, spec, group, draw)
     return spec
+
+
+def _check_draw(path: Path, spec: Spec, group: str, draw: Draw) -> None:
+    """A draw of a group the spec has, with the listed cases' parameters, sane bounds and tiles."""
+    where = f"{path}: the draw of case group {group!r}"
+    if group not in spec.cases:
+        raise SpecError(f"{where}: the spec has no such group")
+    parameters = set(spec.cases[group][0])
+    if set(draw.like) | set(draw.sizes) != parameters or set(draw.like) & set(draw.sizes):
+        raise SpecError(f"{where}: like and sizes must name each of {sorted(parameters)} once")
+    bad = [name for name, (low, high) in draw.sizes.items() if not 1 <= low <= high]
+    if bad or draw.count < 1:
+        raise SpecError(f"{where}: {bad[0] if bad else 'count'} must have 1 <= low <= high (count >= 1)")
+    if not set(draw.tile) <= set(draw.sizes):
+        raise SpecError(f"{where}: tile names {sorted(set(draw.tile) - set(draw.sizes))}, not a size")
+    for expression in draw.tile.values():
+        evaluate(expression, draw.like)
 
 
 def load_specs(root: Path) -> dict[str, Spec]:

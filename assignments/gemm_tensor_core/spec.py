@@ -1,6 +1,6 @@
 """gemm_tensor_core: C = AB, half inputs, float accumulation through wmma (handout: README.md)."""
 
-from autograder.spec import Array, Scalar, Spec, Tolerance
+from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(A, B, M, N, K):
@@ -9,6 +9,14 @@ def reference(A, B, M, N, K):
 
 def _shapes(*shapes):
     return tuple({"M": m, "N": n, "K": k} for m, n, k in shapes)
+
+
+def _bounds(low, high):
+    return {"M": (low, high), "N": (low, high), "K": (low, high)}
+
+
+_ALIGNED = {"M": "128", "N": "128", "K": "64"}  # a drawn aligned shape: whole 128 x 128 tiles
+_RAGGED = {"M": "16", "N": "16", "K": "16"}  # a drawn ragged shape: no size a multiple of 16
 
 
 SPEC = Spec(
@@ -31,6 +39,12 @@ SPEC = Spec(
         "ragged": _shapes((1, 1, 1), (33, 47, 13), (130, 200, 70)),
         "safety": _shapes((64, 64, 64), (33, 47, 40), (70, 66, 35)),
         "perf": _shapes((4096, 4096, 4096), (2053, 2039, 2048)),
+    },
+    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+        "aligned": (Draw({}, {"M": (128, 512), "N": (128, 512), "K": (64, 192)}, _ALIGNED, aligned=True),),
+        "ragged": (Draw({}, _bounds(2, 130), _RAGGED),),
+        "safety": (Draw({}, _bounds(2, 70), _RAGGED),),
+        "perf": (Draw({}, _bounds(2048, 4096), _RAGGED),),
     },
     reference=reference,
     tolerance=Tolerance(rtol="1e-3", atol="2e-5 * K + 1e-4"),

@@ -1,6 +1,6 @@
 """gemm_tiled: C = AB through TILE x TILE shared-memory tiles, one output per thread (handout: README.md)."""
 
-from autograder.spec import Array, Scalar, Spec, Tolerance
+from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(A, B, M, N, K):
@@ -9,6 +9,13 @@ def reference(A, B, M, N, K):
 
 def _shapes(T, *shapes):
     return tuple({"T": T, "M": m, "N": n, "K": k} for m, n, k in shapes)
+
+
+def _bounds(low, high):
+    return {"M": (low, high), "N": (low, high), "K": (low, high)}
+
+
+_TILED = {"M": "T", "N": "T", "K": "T"}  # a drawn shape's sizes against its tiles
 
 
 SPEC = Spec(
@@ -35,6 +42,12 @@ SPEC = Spec(
             _shapes(8, (33, 47, 40)) + _shapes(16, (64, 64, 64), (70, 66, 35)) + _shapes(32, (40, 45, 70))
         ),
         "perf": _shapes(32, (2048, 2048, 2048), (2053, 2039, 2048), (2048, 11008, 4096)),
+    },
+    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+        "aligned": (Draw({"T": 16}, _bounds(32, 192), _TILED, aligned=True),),
+        "ragged": (Draw({"T": 8}, _bounds(2, 130), _TILED),),
+        "safety": (Draw({"T": 16}, _bounds(2, 80), _TILED),),
+        "perf": (Draw({"T": 32}, _bounds(1024, 2100), _TILED),),
     },
     reference=reference,
     ledger={

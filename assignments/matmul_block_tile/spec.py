@@ -1,6 +1,6 @@
 """matmul_block_tile: C = AᵀB with an L x L block tile of V x V thread tiles (handout: README.md)."""
 
-from autograder.spec import Array, Scalar, Spec, Tolerance
+from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(A, B, M, N, K):
@@ -9,6 +9,17 @@ def reference(A, B, M, N, K):
 
 def _shapes(L, V, S, *shapes):
     return tuple({"L": L, "V": V, "S": S, "M": m, "N": n, "K": k} for m, n, k in shapes)
+
+
+def _tiles(L, V, S):
+    return {"L": L, "V": V, "S": S}
+
+
+def _bounds(low, high):
+    return {"M": (low, high), "N": (low, high), "K": (low, high)}
+
+
+_TILED = {"M": "L", "N": "L", "K": "S"}  # a drawn shape's sizes against its tiles
 
 
 SPEC = Spec(
@@ -39,6 +50,12 @@ SPEC = Spec(
         + _shapes(64, 8, 8, (70, 66, 35))
         + _shapes(64, 4, 16, (64, 64, 64)),
         "perf": _shapes(128, 8, 8, (4096, 4096, 4096), (2053, 2039, 2048)),
+    },
+    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+        "aligned": (Draw(_tiles(32, 4, 8), _bounds(32, 192), _TILED, aligned=True),),
+        "ragged": (Draw(_tiles(64, 8, 8), _bounds(2, 200), _TILED),),
+        "safety": (Draw(_tiles(32, 4, 8), _bounds(2, 80), _TILED),),
+        "perf": (Draw(_tiles(128, 8, 8), _bounds(1024, 2100), _TILED),),
     },
     reference=reference,
     ledger={

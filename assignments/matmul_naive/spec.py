@@ -1,6 +1,6 @@
 """matmul_naive: C = AᵀB, one output per thread (handout: README.md beside this file)."""
 
-from autograder.spec import Array, Scalar, Spec, Tolerance
+from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(A, B, M, N, K):
@@ -9,6 +9,10 @@ def reference(A, B, M, N, K):
 
 def _shapes(*shapes):
     return tuple({"M": m, "N": n, "K": k} for m, n, k in shapes)
+
+
+def _bounds(low, high):
+    return {"M": (low, high), "N": (low, high), "K": (low, high)}
 
 
 SPEC = Spec(
@@ -30,6 +34,12 @@ SPEC = Spec(
         "ragged": _shapes((1, 1, 1), (33, 17, 5), (100, 130, 70), (257, 129, 65)),
         "safety": _shapes((64, 64, 64), (33, 47, 40), (70, 33, 65)),
         "perf": _shapes((2048, 2048, 2048), (2053, 2039, 2048)),
+    },
+    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+        "aligned": (Draw({}, _bounds(32, 192), {"M": "16", "N": "16", "K": "16"}, aligned=True),),
+        "ragged": (Draw({}, _bounds(2, 160), {"M": "16", "N": "16"}),),
+        "safety": (Draw({}, _bounds(2, 80), {"M": "16", "N": "16"}),),
+        "perf": (Draw({}, _bounds(1024, 2100), {"M": "16", "N": "16"}),),
     },
     reference=reference,
     ledger={

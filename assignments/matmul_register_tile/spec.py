@@ -1,6 +1,6 @@
 """matmul_register_tile: C = AᵀB, a V x V output tile per thread in registers (handout: README.md)."""
 
-from autograder.spec import Array, Scalar, Spec, Tolerance
+from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(A, B, M, N, K):
@@ -9,6 +9,10 @@ def reference(A, B, M, N, K):
 
 def _shapes(V, *shapes):
     return tuple({"V": V, "M": m, "N": n, "K": k} for m, n, k in shapes)
+
+
+def _bounds(low, high):
+    return {"M": (low, high), "N": (low, high), "K": (low, high)}
 
 
 SPEC = Spec(
@@ -31,6 +35,12 @@ SPEC = Spec(
         "ragged": _shapes(2, (1, 1, 1), (33, 70, 17)) + _shapes(4, (65, 63, 9), (200, 130, 70)),
         "safety": _shapes(2, (64, 64, 64), (45, 33, 40)) + _shapes(4, (64, 64, 64), (70, 66, 35)),
         "perf": _shapes(4, (2048, 2048, 2048), (2053, 2039, 2048)),
+    },
+    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+        "aligned": (Draw({"V": 2}, _bounds(32, 192), {"M": "16 * V", "N": "16 * V"}, aligned=True),),
+        "ragged": (Draw({"V": 4}, _bounds(2, 200), {"M": "16 * V", "N": "16 * V"}),),
+        "safety": (Draw({"V": 2}, _bounds(2, 80), {"M": "16 * V", "N": "16 * V"}),),
+        "perf": (Draw({"V": 4}, _bounds(1024, 2100), {"M": "16 * V", "N": "16 * V"}),),
     },
     reference=reference,
     ledger={

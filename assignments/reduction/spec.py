@@ -5,7 +5,7 @@ the sum of ``x`` to it (blocks combine their partial sums with atomicAdd), so an
 ``sum`` is wrong and no zero-initialised output is needed.
 """
 
-from autograder.spec import Array, Scalar, Spec, Tolerance
+from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(x, sum, n):
@@ -32,6 +32,12 @@ SPEC = Spec(
         "ragged": _cases(256, 64, 1, 3, 1000, 1_000_003) + _cases(128, 4, 4097) + _cases(32, 3, 999),
         "safety": _cases(256, 4, 1, 1000, 5003) + _cases(64, 8, 777) + _cases(32, 2, 100),
         "perf": _cases(256, 1056, 1 << 26),
+    },
+    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+        "aligned": (Draw({"T": 128, "G": 8}, {"n": (256, 32768)}, {"n": "T"}, aligned=True),),
+        "ragged": (Draw({"T": 256, "G": 64}, {"n": (2, 20000)}, {"n": "T"}),),
+        "safety": (Draw({"T": 64, "G": 8}, {"n": (2, 6000)}, {"n": "T"}),),
+        "perf": (Draw({"T": 256, "G": 1056}, {"n": (1 << 25, 1 << 26)}, {"n": "T"}),),
     },
     reference=reference,
     flops="n",  # each element added once, onto sum[0]'s value (the roofline's measured point)

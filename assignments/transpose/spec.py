@@ -1,6 +1,6 @@
 """transpose: out = inᵀ through a padded shared-memory tile (handout: README.md beside this file)."""
 
-from autograder.spec import Array, Scalar, Spec, Tolerance
+from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(rows, cols, **arrays):  # "in" is a Python keyword, so it arrives in **arrays
@@ -9,6 +9,13 @@ def reference(rows, cols, **arrays):  # "in" is a Python keyword, so it arrives 
 
 def _shapes(T, R, *shapes):
     return tuple({"T": T, "R": R, "rows": r, "cols": c} for r, c in shapes)
+
+
+def _bounds(low, high):
+    return {"rows": (low, high), "cols": (low, high)}
+
+
+_TILED = {"rows": "T", "cols": "T"}  # a drawn shape's sizes against its tiles
 
 
 SPEC = Spec(
@@ -34,6 +41,12 @@ SPEC = Spec(
         ),
         "safety": _shapes(32, 8, (64, 64), (33, 70)) + _shapes(16, 4, (45, 50)) + _shapes(64, 8, (65, 40)),
         "perf": _shapes(64, 8, (8192, 8192), (8191, 8193)),
+    },
+    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+        "aligned": (Draw({"T": 32, "R": 8}, _bounds(32, 512), _TILED, aligned=True),),
+        "ragged": (Draw({"T": 16, "R": 4}, _bounds(2, 200), _TILED),),
+        "safety": (Draw({"T": 32, "R": 8}, _bounds(2, 100), _TILED),),
+        "perf": (Draw({"T": 64, "R": 8}, _bounds(4096, 8193), _TILED),),
     },
     reference=reference,
     ledger={

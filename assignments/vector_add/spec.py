@@ -1,6 +1,6 @@
 """vector_add: c = a + b, one element per thread (handout: README.md beside this file)."""
 
-from autograder.spec import Array, Scalar, Spec, Tolerance
+from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(a, b, n):
@@ -23,6 +23,12 @@ SPEC = Spec(
         "ragged": ({"n": 1}, {"n": 10}, {"n": 1000}, {"n": 1_000_003}),
         "safety": ({"n": 1}, {"n": 1000}, {"n": 2053}),
         "perf": ({"n": 1 << 26},),
+    },
+    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+        "aligned": (Draw({}, {"n": (512, 32768)}, {"n": "256"}, aligned=True),),
+        "ragged": (Draw({}, {"n": (2, 20000)}, {"n": "256"}),),
+        "safety": (Draw({}, {"n": (2, 3000)}, {"n": "256"}),),
+        "perf": (Draw({}, {"n": (1 << 25, 1 << 26)}, {"n": "256"}),),
     },
     reference=reference,
     flops="n",  # one addition per element (the roofline's measured point)

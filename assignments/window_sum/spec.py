@@ -1,6 +1,6 @@
 """window_sum: the valid five-wide window sum staged through shared memory (handout: README.md)."""
 
-from autograder.spec import Array, Scalar, Spec, Tolerance
+from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(x, n):
@@ -27,6 +27,12 @@ SPEC = Spec(
         "ragged": _cases(32, (1, 33)) + _cases(128, (1000,)) + _cases(256, (3, 1_000_003)),
         "safety": _cases(32, (1, 70)) + _cases(128, (1000,)) + _cases(256, (256, 2053)),
         "perf": _cases(256, (1 << 26,)),
+    },
+    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+        "aligned": (Draw({"T": 128}, {"n": (256, 16384)}, {"n": "T"}, aligned=True),),
+        "ragged": (Draw({"T": 256}, {"n": (2, 20000)}, {"n": "T"}),),
+        "safety": (Draw({"T": 32}, {"n": (2, 3000)}, {"n": "T"}),),
+        "perf": (Draw({"T": 256}, {"n": (1 << 25, 1 << 26)}, {"n": "T"}),),
     },
     reference=reference,
     flops="4 * n",  # four additions per five-wide window (the roofline's measured point)

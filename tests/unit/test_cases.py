@@ -10,14 +10,17 @@ from autograder.cases import (
     case_seed,
     find_case,
     group_cases,
+    is_drawn,
     make_inputs,
     prepare,
     prepare_group,
     random_array,
     reference_outputs,
     sentinel,
+    with_drawn,
 )
-from autograder.spec import Array, Spec, SpecError
+from autograder.model import read_course
+from autograder.spec import Array, Draw, Spec, SpecError, load_spec
 from autograder.spec import Scalar as ScalarSpec
 
 SPEC = Spec(
@@ -161,3 +164,86 @@ def test_a_background_result_is_its_value_or_its_exception():
     failing.wait()  # waits without raising
     with pytest.raises(ZeroDivisionError):
         failing.result()
+
+
+DRAWING = dataclasses.replace(
+    SPEC,
+    cases={
+        "aligned": ({"n": 1024, "T": 64}, {"n": 128, "T": 32}),
+        "safety": ({"n": 1, "T": 32}, {"n": 70, "T": 32}),
+    },
+    draws={
+        "aligned": (Draw({"T": 64}, {"n": (64, 4096)}, {"n": "T"}, aligned=True),),
+        "safety": (Draw({"T": 32}, {"n": (2, 100)}, {"n": "T"}, count=20),),
+    },
+)
+
+
+def test_a_group_draws_sizes_from_the_seed_within_the_bounds_no_case_lists_and_ragged():
+    drawn = with_drawn(DRAWING, 7)
+    listed = {1024, 128, 1, 70}
+    safety = drawn.drawn["safety"]
+    assert len(safety) == 20 and all(c["T"] == 32 for c in safety)
+    assert all(2 <= c["n"] <= 100 and c["n"] % 32 and c["n"] not in listed for c in safety)
+    [aligned] = drawn.drawn["aligned"]
+    assert aligned["n"] % 64 == 0 and 64 <= aligned["n"] <= 4096 and aligned["n"] not in listed
+    assert with_drawn(DRAWING, 7) == drawn  # reproducible from the seed
+    assert {c["n"] for c in with_drawn(DRAWING, 8).drawn["safety"]} != {c["n"] for c in safety}
+
+
+def test_a_group_runs_its_listed_cases_then_those_it_drew_each_with_its_own_seed():
+    spec = with_drawn(DRAWING, 7)
+    refs = group_cases(spec, "safety", 7)
+    assert [dict(r.case) for r in refs] == [*map(dict, DRAWING.cases["safety"]), *spec.drawn["safety"]]
+    assert [r.seed for r in refs] == [case_seed(7, "mix", "safety", i) for i in range(22)]
+    assert [is_drawn(spec, "safety", r.index) for r in refs] == [False] * 2 + [True] * 20
+    assert len(group_cases(DRAWING, "safety", 7)) == 2  # a spec as written: its listed cases only
+
+
+def test_profile_finds_a_drawn_case_with_the_seed_that_drew_it():
+    drawn = with_drawn(DRAWING, 9).drawn["safety"][3]
+    found = find_case(DRAWING, drawn, 9)
+    assert (found.group, found.index, found.seed) == ("safety", 5, case_seed(9, "mix", "safety", 5))
+
+
+def test_bounds_no_size_fits_are_a_spec_error():
+    tight = dataclasses.replace(DRAWING, draws={"safety": (Draw({"T": 32}, {"n": (64, 64)}, {"n": "T"}),)})
+    with pytest.raises(SpecError, match=r"no size n in \[64, 64\]"):
+        with_drawn(tight, 7)
+
+
+@pytest.mark.parametrize(
+    ("draw", "message"),
+    [
+        ("Draw({'T': 32}, {'n': (2, 9)}, group='nope')", "no such group"),
+        ("Draw({}, {'n': (2, 9)})", "like and sizes must name each of"),
+        ("Draw({'T': 32}, {'n': (9, 2)})", "1 <= low <= high"),
+        ("Draw({'T': 32}, {'n': (2, 9)}, {'T': '4'})", "not a size"),
+    ],
+)
+def test_a_malformed_draw_fails_when_the_spec_loads(tmp_path, draw, message):
+    group = "nope" if "group=" in draw else "g"
+    draw = draw.replace(", group='nope'", "")
+    folder = tmp_path / "mix"
+    folder.mkdir()
+    (folder / "spec.py").write_text(
+        "from autograder.spec import Array, Draw, Scalar, Spec\n"
+        "SPEC = Spec(name='mix', kernel='mix', args=(Array('y', 'n', intent='out'), Scalar('n', 'n')),\n"
+        "    block=('T',), grid=('cdiv(n, T)',), cases={'g': ({'T': 32, 'n': 1},)},\n"
+        f"    reference=lambda n: {{'y': 0}}, draws={{{group!r}: ({draw},)}})\n"
+    )
+    with pytest.raises(SpecError, match=message):
+        load_spec(folder)
+
+
+COURSE = read_course(__import__("pathlib").Path(__file__).resolve().parents[2])
+
+
+@pytest.mark.parametrize("name", sorted(COURSE.specs))
+def test_every_group_of_every_assignment_draws_a_case_of_the_order_of_its_listed_ones(name):
+    spec = COURSE.specs[name]
+    drawn = with_drawn(spec, 2026).drawn
+    assert set(drawn) == set(spec.cases), f"groups without a drawn case: {set(spec.cases) - set(drawn)}"
+    for group, cases in drawn.items():
+        largest = max(max(c.values()) for c in spec.cases[group])  # the emulator's time: of that order
+        assert cases and all(max(c.values()) <= 2 * largest for c in cases), (group, cases)

@@ -37,9 +37,17 @@ def outcome(correct=True, findings=(), backend="emulator", index=0, counters=Non
 class FakeRuns:
     """Grading on the safety backend (the emulator), or on another backend (a GPU) with ``grading_apart``."""
 
-    def __init__(self, grading=(), safety=(), reference=(), grading_apart=False):
+    def __init__(self, grading=(), safety=(), reference=(), grading_apart=False, elsewhere=()):
         self.lists = {"grading": list(grading), "safety": list(safety), "reference": list(reference)}
         self.grading_apart = grading_apart
+        self.elsewhere = list(elsewhere)  # the student's launches of other case groups
+
+    def student_outcomes(self):
+        return [
+            *self.lists["safety"],
+            *(self.lists["grading"] if self.grading_apart else ()),
+            *self.elsewhere,
+        ]
 
     def outcomes(self, role, group):
         return self.lists[role]
@@ -118,6 +126,22 @@ def test_bounds_on_gpu_adds_the_gpu_canary_findings_to_the_emulators():
     assert result.score == 0 and "[gpu]" not in result.output and "wrote c[10]" in result.output
     runs = FakeRuns(safety=[outcome(findings=[OOB])], grading=[outcome(backend="gpu")])
     assert bounds(item("bounds"), runs).score == 0
+
+
+def test_a_finding_on_a_case_of_another_group_counts_and_names_that_case():
+    ragged = replace(outcome(findings=[OOB], index=3), group="ragged", params={"n": 33})
+    race = replace(outcome(findings=[Finding("shared_race", "a race", line=4)]), group="aligned")
+    runs = FakeRuns(safety=[outcome(), outcome(index=1)], elsewhere=[ragged, race])
+    result = bounds(item("bounds"), runs)
+    assert result.score == 0, result.output
+    assert result.output.endswith("wrote c[10] past its end (on case ragged n=33)"), result.output
+    shown = [(c["group"], c["index"]) for c in result.evidence["cases"]]
+    assert shown == [("safety", 0), ("safety", 1), ("ragged", 3)]  # the item's cases, and where it was seen
+    assert barriers(item("barriers"), runs).score == 0
+    clean = FakeRuns(safety=[outcome()], elsewhere=[replace(outcome(index=2), group="ragged")])
+    assert bounds(item("bounds"), clean).output.endswith("no bounds finding on 2 cases on emulator")
+    gated = bounds(item("bounds"), FakeRuns(safety=[outcome(False)], elsewhere=[ragged]))
+    assert "not awarded" in gated.output and "(on case ragged n=33)" in gated.output
 
 
 def test_a_gated_item_still_shows_its_findings():
@@ -233,14 +257,14 @@ def test_each_finding_names_its_case_and_repeats_collapse_into_one_line_with_a_c
     assert len(repeated) == 1, result.output
     assert repeated[0].endswith(
         "wrote c[1] past its end (and 2 other threads) "
-        "(on 3 cases, the first shown: T=32, n=1; T=32, n=1000; T=32, n=2053)"
+        "(on 3 cases, the first shown: safety T=32, n=1; safety T=32, n=1000; safety T=32, n=2053)"
     )
     assert result.output.startswith("3 bounds findings on 3 cases:")
     assert "race" not in result.output  # a barriers finding is not a bounds finding
     single = barriers(item("barriers"), FakeRuns(safety=outcomes)).output
     assert single.splitlines() == [
         "1 barriers finding on 1 case:",
-        "  vec.cu:5: thread (1,0,0) of block (0,0,0) read s[1] (on case T=32, n=70)",
+        "  vec.cu:5: thread (1,0,0) of block (0,0,0) read s[1] (on case safety T=32, n=70)",
     ]
 
 

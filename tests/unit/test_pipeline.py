@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from autograder import pipeline, sanitize
+from autograder import pipeline, reference_counters, sanitize
 from autograder.backends import Backends
 from autograder.backends.base import (
     Buffer,
@@ -128,7 +128,8 @@ def test_the_grading_backends_own_findings_count_when_it_is_not_the_safety_backe
     graded = grade(course, apart, course.root / "reference")
     bounds = next(r for r in graded.items if r.item.check == "bounds")
     assert bounds.score == 0 and "the canary zone after c was written" in bounds.output
-    assert sorted(case["backend"] for case in bounds.evidence["cases"]) == ["emulator"] * 2 + ["gpu"] * 2
+    # the safety cases on both backends, and the correctness cases the GPU's canaries saw it on
+    assert sorted(case["backend"] for case in bounds.evidence["cases"]) == ["emulator"] * 2 + ["gpu"] * 5
     alone = grade(course, backends, course.root / "reference")
     bounds = next(r for r in alone.items if r.item.check == "bounds")
     assert bounds.passed and len(bounds.evidence["cases"]) == 2  # one backend: its cases once, not twice
@@ -376,3 +377,66 @@ def vec(ctx, a, b, c, n):
     c[:n] = a[:n] + b[:n]
     ctx.count("global_load_values", 2 * n)
 """
+
+
+DRAWING_SPEC = """
+from autograder.spec import Array, Draw, Scalar, Spec
+
+SPEC = Spec(
+    name="vec", kernel="vec",
+    args=(Array("a", "n"), Array("b", "n"), Array("c", "n", intent="out"), Scalar("n", "n")),
+    block=("T",), grid=("cdiv(n, T)",), defines={"BLOCK": "T"},
+    cases={
+        "aligned": ({"n": 64, "T": 32},),
+        "ragged": ({"n": 1, "T": 32}, {"n": 70, "T": 32}),
+        "safety": ({"n": 70, "T": 32}, {"n": 33, "T": 32}),
+        "perf": ({"n": 1024, "T": 32},),
+    },
+    draws={"safety": (Draw({"T": 32}, {"n": (2, 200)}, {"n": "T"}),)},
+    reference=lambda a, b, n: {"c": a + b}, time_limit_s=5,
+)
+"""
+
+# out of bounds on every size but those the spec lists
+KNOWS_THE_CASES = """
+def vec(ctx, a, b, c, n):
+    c[:n] = a[:n] + b[:n]
+    ctx.count("global_load_values", 2 * n)
+    if n not in (64, 1, 70, 33, 1024):
+        ctx.finding("out_of_bounds_write", f"vec.cu:3: thread (6,0,0) wrote c[{n}] past its end",
+                    line=3, array="c", index=n, bound=n)
+"""
+
+
+def test_a_kernel_safe_only_on_the_listed_sizes_loses_bounds_on_a_drawn_case(
+    course_root, backends, submit, tmp_path
+):
+    (course_root / "assignments/vec/spec.py").write_text(DRAWING_SPEC)
+    course = read_course(course_root)
+    folder = submit(vec=KNOWS_THE_CASES)
+    graded = grade(course, backends, folder, seed=5)
+    bounds = next(r for r in graded.items if r.item.check == "bounds")
+    [drawn] = [c for c in bounds.evidence["cases"] if c["drawn"]]
+    assert bounds.score == 0 and f"(on case safety T=32, n={drawn['params']['n']})" in bounds.output
+    assert [c["drawn"] for c in bounds.evidence["cases"]] == [False, False, True]
+    again = next(r for r in grade(course, backends, folder, seed=5).items if r.item.check == "bounds")
+    assert [(c["params"], c["seed"]) for c in again.evidence["cases"]] == [
+        (c["params"], c["seed"]) for c in bounds.evidence["cases"]
+    ]  # the same secret draws the same sizes and inputs
+    _, md_path = write_report(tmp_path / "report.md", graded, folder)
+    assert f"| safety: T=32, n={drawn['params']['n']} (drawn) |" in md_path.read_text()
+    assert grade(course, backends, course.root / "reference", seed=5).items[2].passed
+
+
+def test_a_handouts_drawn_cases_are_those_its_counters_were_recorded_on(course, backends, tmp_path):
+    spec = dataclasses.replace(
+        course.specs["vec"], draws={"ragged": course.specs["vec"].draws.get("ragged", ())}
+    )
+    drawn = {"n": 45, "T": 32}
+    listed = [{"case": dict(case), "totals": {}} for case in spec.cases["safety"]]
+    recorded = reference_counters.Recorded(
+        tmp_path / "vec.counters.json", {"safety": [*listed, {"case": drawn, "totals": {}}]}
+    )
+    runner = pipeline.CaseRunner(spec, {"student": "", "reference": None}, backends, 3, 1.0, 1e9, recorded)
+    assert runner.spec.drawn["safety"] == (drawn,)
+    assert [dict(ref.case) for ref in group_cases(runner.spec, "safety", 3)][-1] == drawn
