@@ -7,7 +7,9 @@ case group at most once per backend and source, so correctness, bounds and barri
 the same cases share launches. A failure the kernel causes fails that case with its
 message; a failure of the grader fails the case as a *grader fault* (item flagged for
 regrading); either way the remaining items are graded. A case group runs the cases it lists and
-those it draws from the secret seed (``cases.with_drawn``). With ``cross_check`` (``--sanitize``),
+those it draws from the secret seed (``cases.with_drawn``). On a backend that counts
+instructions, a student's launches are bounded one by one and all together by the reference's
+(``WORK_MULTIPLE``, ``TOTAL_MULTIPLE``). With ``cross_check`` (``--sanitize``),
 the bounds and barriers items also carry compute-sanitizer's unscored second opinion.
 """
 
@@ -48,7 +50,7 @@ from autograder.cases import (
 )
 from autograder.checks import SCORERS, student_launches
 from autograder.compare import CaseOutcome, judged
-from autograder.feedback import LINE_BYTES, capped
+from autograder.feedback import LINE_BYTES, capped, two_decimals
 from autograder.model import Course, Grade, ItemResult
 from autograder.policy import read_source
 from autograder.resources import Resources, kernel_resources
@@ -61,6 +63,12 @@ from autograder.spec import Spec
 # the course's kernels take at most 7.2 times the reference's, bench/results/contract-gpu.md).
 WORK_MULTIPLE = 32
 WORK_FLOOR = 10_000_000
+# And all its launches of an assignment together this many times the reference's own total over
+# the same cases (at least the floor): a kernel that finishes each launch under the bound above
+# but is slow on every one (a racy kernel's shared read-modify-writes: 60 s for one assignment,
+# against 1 s for the reference) stops there. A correct variant runs at most 7.2 times the
+# reference's instructions on a case, so at most that over all of them.
+TOTAL_MULTIPLE = 8
 RESOURCE_ARCH = "sm_90"  # the GPU whose registers and occupancy resources items judge
 STALLED_S = 2.0  # the time limit of a student's launches once one of them did not finish
 
@@ -96,6 +104,8 @@ class CaseRunner:
         self._drawn: dict[tuple[str, int], Background] = {}  # a gating case drawn ahead, by (group, index)
         self.stalled = False  # a launch of the student's kernel did not finish
         self.launched = student_launches(items)  # (role, group): where the items run the student's kernel
+        # what the student's kernel and the reference's ran on the counting backend so far
+        self.work = {"student": 0, "reference": 0}
 
     def capabilities(self, role: str) -> Capabilities:
         return self.roles[role][0].capabilities
@@ -135,6 +145,10 @@ class CaseRunner:
         if time.monotonic() > self.deadline:
             return replace(outcome, error="not run: the submission's time limit was reached")
         student = source_kind == "student"
+        counted = student and backend.capabilities.sees_every_access
+        over = self._over_budget(ref.group) if counted else None
+        if over:
+            return replace(outcome, error=over)
         started = time.monotonic()
         drawn = self._drawn.pop((ref.group, ref.index), None) if backend is self.roles["grading"][0] else None
         try:
@@ -150,7 +164,31 @@ class CaseRunner:
         except Exception as e:  # a grader bug: fail this case, grade the rest
             return _fault(outcome, f"grader error: {type(e).__name__}: {e}")
         self.stalled |= student and any(f.kind == "instruction_budget" for f in judgement.findings)
+        if counted:
+            self._count(judgement, ref)
         return replace(judgement, wall_s=time.monotonic() - started)
+
+    def _count(self, judgement: CaseOutcome, ref: GroupCase) -> None:
+        """Add a student's launch on the counting backend, and the reference's on its case, to the work."""
+        self.work["student"] += _instructions(judgement) or 0
+        self.work["reference"] += _instructions(self.outcomes("reference", ref.group)[ref.index]) or 0
+
+    def _over_budget(self, group: str) -> str | None:
+        """Why the student's next launch (of ``group``) on the counting backend is not run; None
+        while it may be. The budget: ``TOTAL_MULTIPLE`` times the reference's instructions over
+        every case run there (at least ``WORK_FLOOR``); none when the reference's are not known.
+        """
+        counted = [g for role, g in self.launched if self.capabilities(role).sees_every_access]
+        reference = [
+            _instructions(o) for g in dict.fromkeys([*counted, group]) for o in self.outcomes("reference", g)
+        ]
+        if None in reference or self.work["student"] <= max(WORK_FLOOR, TOTAL_MULTIPLE * sum(reference)):
+            return None
+        ratio = self.work["student"] / max(1, self.work["reference"])
+        return (
+            f"not run: your kernel ran {two_decimals(ratio)} times the reference's instructions over "
+            f"the graded cases; the grader stops at {TOTAL_MULTIPLE} times"
+        )
 
     def student_outcomes(self) -> list[CaseOutcome]:
         """Every launch of the student's kernel that the items make (``checks.student_launches``),

@@ -379,6 +379,41 @@ def vec(ctx, a, b, c, n):
 """
 
 
+# instructions counted like the emulator's: the reference 1 M a value, a slow kernel 20 M, a
+# kernel slower than the reference but within the budget 7 M
+COUNTING_REFERENCE = VEC_LIKE = """
+def vec(ctx, a, b, c, n):
+    c[:n] = a[:n] + b[:n]
+    ctx.count("global_load_values", 2 * n)
+    ctx.count("lane_instructions", {per} * n)
+"""
+
+
+def counting_course(course_root):
+    (course_root / "reference/vec.cu").write_text(COUNTING_REFERENCE.format(per=1_000_000))
+    return read_course(course_root)
+
+
+def test_all_launches_together_stop_at_a_multiple_of_the_references_instructions(
+    course_root, backends, submit
+):
+    course = counting_course(course_root)
+    assert pipeline.TOTAL_MULTIPLE == 8
+    graded = grade(course, backends, submit(vec=VEC_LIKE.format(per=20_000_000)))
+    s = scores(graded)
+    # aligned (n=64) and ragged (n=1, 70) ran: 20 times the reference's 135 M; the budget is 8
+    # times its 238 M over every case the items run; the safety cases are not run
+    assert s["vec correctness (aligned)"] == s["vec correctness (ragged)"] == 2
+    assert s["vec bounds (safety)"] == s["vec traffic (safety)"] == 0
+    bounds = next(r for r in graded.items if r.item.check == "bounds")
+    assert (
+        "not run: your kernel ran 20 times the reference's instructions over the graded cases; "
+        "the grader stops at 8 times"
+    ) in bounds.output
+    within = grade(course, backends, submit(vec=VEC_LIKE.format(per=7_000_000)))
+    assert sum(r.score for r in within.items) == 7  # every item but the untimed performance one
+
+
 DRAWING_SPEC = """
 from autograder.spec import Array, Draw, Scalar, Spec
 
