@@ -513,13 +513,12 @@ class Access:
     def _shadow(self, threads, rows, per: int, off, how: str, values, span, distinct: bool) -> None:
         shadow = self.ch.shared.shadow
         if how == "atomic":
-            shadow.touch(rows, per)
-            return
-        if how == "read":
-            hazards = shadow.read(rows, threads, per, self.ins.index, span)
+            hazards = shadow.atomic_update(rows, threads, per, self.ins.index)
+        elif how == "read":
+            hazards = shadow.read(rows, threads, per, self.ins.index, span, _strong(self.ins))
         else:
             stored = None if values is None else _stored_words(self.ch.shared, values, off, rows, per)
-            hazards = shadow.write(rows, threads, per, self.ins.index, stored, distinct)
+            hazards = shadow.write(rows, threads, per, self.ins.index, stored, distinct, _strong(self.ins))
         for hazard in hazards:
             self._report_hazard(hazard)
 
@@ -544,13 +543,24 @@ class Access:
         else:
             other_line = m.program[h.other_pc].line
             other = "several other threads" if h.other == MANY else f"thread {fmt3(dim3(h.other, m.block))}"
-            verb = "read" if h.what.startswith("read") else "wrote"
-            other_verb = "read" if h.what.endswith("read") else "wrote"
+            mine, theirs = h.what.split("-after-")
             message = (
-                f"{where}: {who} {verb} {name}[{index}] ({as_units}), which {other} "
-                f"{other_verb} at line {other_line} with no barrier between ({h.what} race)"
+                f"{where}: {who} {_VERBS[mine]} {name}[{index}] ({as_units}), which {other} "
+                f"{_VERBS[theirs]} at {m.log.line(other_line)} with no barrier between ({h.what} race)"
             )
+            if "atomic" in h.what:
+                message += "; an atomic does not order a plain access to its word: put a barrier between them"
         m.log.add(Finding(h.kind, message, ins.line, tid, block, name, index, bound), h.count)
+
+
+_VERBS = {"read": "read", "write": "wrote", "atomic": "atomically updated"}
+_STRONG = frozenset(("volatile", "relaxed", "acquire", "release"))
+
+
+def _strong(ins: Instr) -> bool:
+    """A volatile, relaxed, acquire or release load or store: the memory model's strong
+    access, which does not race with an atomic (a spin on a flag another thread sets with one)."""
+    return not _STRONG.isdisjoint(ins.mods)
 
 
 # (space, write) -> the counter names of a request: requests, values, bytes, sectors,
@@ -947,8 +957,9 @@ def build_cp_async(ins: Instr, ch):
                 values[k] = np.where(valid > k * dt.itemsize, values[k], 0).astype(dt)
         store.count(idx, dst, size, words, True)
         for buf, pos, off in store.locate(idx, dst, size, True, dt.itemsize):
+            stored = values if pos is None else [v[pos] for v in values]
+            store.shadow(idx, pos, off, size, "write", values=stored)  # before it lands
             for k in range(words):
-                buf.view(dt)[(off >> shift) + k] = values[k] if pos is None else values[k][pos]
-            store.shadow(idx, pos, off, size, "write")
+                buf.view(dt)[(off >> shift) + k] = stored[k]
 
     return run

@@ -5,7 +5,20 @@ Racecheck semantics under the CUDA memory model, with no intra-warp exemption: t
 accesses to one word by different threads of a block, at least one a write, with no
 barrier (or ``__syncwarp`` for threads of one warp) between them, are a hazard; which came
 first says read-after-write, write-after-read or write-after-write. A thread reading its
-own write is fine. Atomics neither race nor count as plain writes.
+own write is fine. Atomics do not race with each other, but an atomic and a plain access
+by another thread to one word, with no barrier between, do, in either order
+(``atomic-after-write``, ``atomic-after-read``, ``read-after-atomic``,
+``write-after-atomic``). A store of the value a word holds, or of one value by every lane
+of one store instruction that writes the word (whatever their warps), is no
+write-after-write: no order changes the result (racecheck rates it harmless); lanes of one
+store writing different values, or another thread's earlier store of a different value,
+are.
+
+A barrier for part of a block (``bar.sync 1, 64``) orders only the warps that took part in
+it: each write (and each logged read, and the last atomic of a word) keeps the warps of its
+block it is ordered before (``ordered``: a bit per warp), set for the waiting warps of each
+barrier instance that the access's warp took part in, or that a warp it was already ordered
+before took part in (``partial``).
 
 ``state`` holds, per word: NEVER (no thread of the block ever wrote it: reading it is an
 uninitialised read), CLEAN (written before the last barrier), or the id of the thread
@@ -37,7 +50,7 @@ LOG_LIMIT = 1 << 22
 @dataclass(frozen=True)
 class Hazard:
     kind: str  # "shared_race" or "uninitialized_shared_read"
-    what: str  # "read-after-write", "write-after-read", "write-after-write", "uninitialised"
+    what: str  # "<this access>-after-<the other>" of read, write, atomic; or "uninitialised"
     word: int  # the first offending word (index into the chunk's shared words)
     thread: int  # linear thread id (in its block) of the access being checked
     other: int | None  # the other thread, or MANY
@@ -56,16 +69,29 @@ class SharedShadow:
         self.logged = 0
         self._scratch: np.ndarray | None = None
         self.written = False  # some word written since the last barrier (a read may race with it)
+        self.atomic: np.ndarray | None = None  # per word: the thread of its atomics since the barrier
+        self.atomic_pc: np.ndarray | None = None
+        self.atomics = False  # some atomic since the last barrier
+        self.ordered: np.ndarray | None = None  # per word: the warps its write is ordered before
+        self.atomic_ordered: np.ndarray | None = None  # the same for its atomics
+        self.partial = False  # a barrier for part of a block since the last whole one
         self.initialised: set[tuple[int, int]] = set()  # spans of words no block has left NEVER
 
     def read(
-        self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int, span: tuple[int, int] | None = None
+        self,
+        rows: np.ndarray,
+        threads: np.ndarray,
+        per: int,
+        pc: int,
+        span: tuple[int, int] | None = None,
+        strong: bool = False,
     ) -> list[Hazard]:
         """``span``: the words ``(first, last)`` of its block every lane reads within, when known:
         with no word written since the last barrier (no read-after-write) and none of the span
-        NEVER written in any block (none ever is again), nothing is left to look at."""
-        if span is not None and not self.written and self._initialised(span):
-            self._log(rows, threads, per, pc)
+        NEVER written in any block (none ever is again), nothing is left to look at.
+        ``strong``: a volatile, relaxed or acquire load, which no atomic races with."""
+        if span is not None and not self.written and not self.atomics and self._initialised(span):
+            self._log(rows, threads, per, pc, strong)
             return []
         state = _gather(self.state, rows, per)
         hazards = []
@@ -73,14 +99,34 @@ class SharedShadow:
             hazards += _first(
                 state == NEVER, "uninitialized_shared_read", "uninitialised", rows, threads, per, None, None
             )
-            raw = (state >= 0) & (state != _per_word(threads, per))
+            raw = self._unordered(state, self.ordered, rows, threads, per)
             hazards += _race(raw, "read-after-write", rows, threads, per, state.flat, self.write_pc)
-        self._log(rows, threads, per, pc)
+        if not strong:
+            hazards += self._after_atomics("read-after-atomic", rows, threads, per)
+        self._log(rows, threads, per, pc, strong)
         return hazards
 
-    def _log(self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int) -> None:
-        """Remember a read for the writes of its interval (write-after-read)."""
-        self.log.append((rows, threads, per, pc))
+    def _unordered(self, by, ordered, rows, threads, per) -> np.ndarray:
+        """Which of the words, accessed by thread ``by`` (gathered, (lanes, per)) since the
+        barrier, are another thread's access not ordered before the lanes' ``threads``."""
+        mine = _per_word(threads, per)
+        other = (by >= 0) & (by != mine)
+        if self.partial and ordered is not None:
+            other &= ~_has_warp(_gather(ordered, rows, per), mine)
+        return other
+
+    def _after_atomics(self, what: str, rows, threads, per) -> list[Hazard]:
+        """A plain access to words another thread updated atomically since the barrier."""
+        if not self.atomics:
+            return []
+        by = _gather(self.atomic, rows, per)
+        race = self._unordered(by, self.atomic_ordered, rows, threads, per) | (by == MANY)
+        return _race(race, what, rows, threads, per, by.flat, self.atomic_pc)
+
+    def _log(self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int, strong: bool) -> None:
+        """Remember a read for the writes of its interval (write-after-read), with the warps
+        it is ordered before (none yet), and whether it is strong (no atomic races with it)."""
+        self.log.append((rows, threads, per, pc, None, strong))
         self.logged += rows.size * per
         if self.logged > LOG_LIMIT:
             self._fold()
@@ -95,12 +141,20 @@ class SharedShadow:
         return True
 
     def write(
-        self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int, stored=None, distinct: bool = False
+        self,
+        rows: np.ndarray,
+        threads: np.ndarray,
+        per: int,
+        pc: int,
+        stored=None,
+        distinct: bool = False,
+        strong: bool = False,
     ) -> list[Hazard]:
         """``stored()``, when given and called before the store lands, returns the (lanes,
         per) words about to be written and those in memory: a word rewritten with the
         value it holds is no write-after-write (racecheck rates it harmless). ``distinct``:
-        no two lanes write one word (the caller knows), so none of them clash."""
+        no two lanes write one word (the caller knows), so none of them clash. ``strong``: a
+        volatile, relaxed or release store, which no atomic races with."""
         mine = _per_word(threads, per)
         hazards = []
         if self.written:  # some word was written since the last barrier: these, by another thread?
@@ -108,8 +162,12 @@ class SharedShadow:
             if state.max() >= 0:
                 hazards += self._rewritten(state, rows, threads, per, stored)
         self.written = True
-        hazards += self._after_reads(rows, threads, per)
+        hazards += self._after_reads(rows, threads, per, "write-after-read")
+        if not strong:
+            hazards += self._after_atomics("write-after-atomic", rows, threads, per)
         _scatter(self.state, rows, per, mine)
+        if self.ordered is not None:
+            _scatter(self.ordered, rows, per, 0)
         if not distinct:
             hazards += self._clashes(rows, threads, per, pc, mine, stored)
         _scatter(self.write_pc, rows, per, pc)
@@ -127,18 +185,34 @@ class SharedShadow:
 
     def _rewritten(self, state, rows, threads, per, stored) -> list[Hazard]:
         """Write-after-write: words another thread wrote since the last barrier."""
-        waw = (state >= 0) & (state != _per_word(threads, per))
+        waw = self._unordered(state, self.ordered, rows, threads, per)
         if waw.any() and stored is not None:
             new, old = stored()
             waw &= new.reshape(waw.shape) != old.reshape(waw.shape)
         return _race(waw, "write-after-write", rows, threads, per, state.flat, self.write_pc)
 
-    def touch(self, rows: np.ndarray, per: int) -> None:
-        """An atomic wrote these words: they are initialised, and race with nothing."""
+    def atomic_update(self, rows: np.ndarray, threads: np.ndarray, per: int, pc: int) -> list[Hazard]:
+        """Lanes updated these words atomically: they are initialised; they race with another
+        thread's plain write or read since the barrier, not with other atomics."""
         state = _gather(self.state, rows, per)
+        hazards = []
+        if self.written and state.max() >= 0:
+            raw = self._unordered(state, self.ordered, rows, threads, per)
+            hazards += _race(raw, "atomic-after-write", rows, threads, per, state.flat, self.write_pc)
+        hazards += self._after_reads(rows, threads, per, "atomic-after-read")
         _scatter(self.state, rows, per, np.where(state == NEVER, CLEAN, state))
+        if self.atomic is None:
+            self.atomic = np.full(self.state.size, NOBODY, np.int32)
+            self.atomic_pc = np.zeros(self.state.size, np.int32)
+        _record(self.atomic, rows, threads, per)
+        _scatter(self.atomic_pc, rows, per, pc)
+        if self.atomic_ordered is not None:
+            _scatter(self.atomic_ordered, rows, per, 0)
+        self.atomics = True
+        return hazards
 
-    def _after_reads(self, rows, threads, per) -> list[Hazard]:
+    def _after_reads(self, rows, threads, per, what: str) -> list[Hazard]:
+        """A write (``what``) to words another thread read since the barrier."""
         hazards = []
         if self.reader is not None:
             readers = _gather(self.reader, rows, per)
@@ -149,7 +223,7 @@ class SharedShadow:
                 hazards.append(
                     Hazard(
                         "shared_race",
-                        "write-after-read",
+                        what,
                         word,
                         int(threads[j // per]),
                         int(readers.flat[j]),
@@ -163,15 +237,20 @@ class SharedShadow:
             self._scratch = np.full(self.state.size, _FREE, np.int32)
         scratch = self._scratch
         _scatter(scratch, rows, per, _per_word(threads, per))
-        for read_rows, readers, read_per, read_pc in self.log:
+        atomic = what.startswith("atomic")
+        for read_rows, readers, read_per, read_pc, ordered, strong in self.log:
+            if strong and atomic:
+                continue
             writer = _gather(scratch, read_rows, read_per)
             war = (writer != _FREE) & (writer != _per_word(readers, read_per))
+            if ordered is not None and war.any():
+                war &= ~_has_warp(_per_word(ordered, read_per), np.maximum(writer, 0))
             if war.any():
                 j = int(np.argmax(war))
                 hazards.append(
                     Hazard(
                         "shared_race",
-                        "write-after-read",
+                        what,
                         _word(read_rows, read_per, j),
                         int(writer.flat[j]),
                         int(readers[j // read_per]),
@@ -186,14 +265,16 @@ class SharedShadow:
         if self.reader is None:
             self.reader = np.full(self.state.size, NOBODY, np.int32)
             self.read_pc = np.zeros(self.state.size, np.int32)
-        for rows, lane_threads, per, pc in self.log:
-            words, threads = _words(rows, lane_threads, per)
-            before = self.reader[words]
-            mine = np.where((before == NOBODY) | (before == threads), threads, MANY).astype(np.int32)
-            self.reader[words] = mine
-            clash = self.reader[words] != mine
-            self.reader[words[clash]] = MANY
-            self.read_pc[words] = pc
+        for (
+            rows,
+            lane_threads,
+            per,
+            pc,
+            _ordered,
+            _strong,
+        ) in self.log:  # folded: ordered before no warp, weak
+            _record(self.reader, rows, lane_threads, per)
+            _scatter(self.read_pc, rows, per, pc)
         self.log.clear()
         self.logged = 0
 
@@ -204,6 +285,30 @@ class SharedShadow:
         self.log.clear()
         self.logged = 0
         self.reader = None
+        if self.atomics:
+            self.atomic.fill(NOBODY)
+            self.atomics = False
+        self.partial = False
+
+    def partial_barrier(self, slot: int, took_part: int, waited: int) -> None:
+        """Warps ``took_part`` (a bit per warp) of block slot ``slot`` completed a barrier
+        instance, of which warps ``waited`` waited at it (the others arrived, ``bar.arrive``):
+        the accesses of the warps that took part, and those ordered before one of them, are now
+        ordered before the waiting warps."""
+        if not self.partial:
+            self.ordered = np.zeros(self.state.size, np.uint32)
+            self.atomic_ordered = np.zeros(self.state.size, np.uint32)
+            self.partial = True
+        block = slice(slot * self.words_per_block, (slot + 1) * self.words_per_block)
+        _order(self.state[block], self.ordered[block], took_part, waited)
+        if self.atomics:
+            _order(self.atomic[block], self.atomic_ordered[block], took_part, waited)
+        for k, (rows, threads, per, pc, ordered, strong) in enumerate(self.log):
+            here = rows * per // self.words_per_block == slot
+            if here.any():
+                ordered = np.zeros(rows.size, np.uint32) if ordered is None else ordered
+                _order(np.where(here, threads, NOBODY), ordered, took_part, waited)
+                self.log[k] = (rows, threads, per, pc, ordered, strong)
 
     def sync_warps(self, warp_keys: np.ndarray) -> None:
         """``__syncwarp``: accesses by these warps (block slot * 1024 + warp) race no more."""
@@ -211,13 +316,38 @@ class SharedShadow:
         mine = (self.state >= 0) & np.isin(slot * 1024 + self.state // 32, warp_keys)
         self.state[mine] = CLEAN
         kept = []
-        for rows, threads, per, pc in self.log:  # a lane's words lie in one block
+        for rows, threads, per, pc, ordered, strong in self.log:  # a lane's words lie in one block
             keep = ~np.isin(rows * per // self.words_per_block * 1024 + threads // 32, warp_keys)
-            kept.append((rows[keep], threads[keep], per, pc))
+            ordered = None if ordered is None else ordered[keep]
+            kept.append((rows[keep], threads[keep], per, pc, ordered, strong))
         self.log = kept
-        if self.reader is not None:
-            ours = (self.reader >= 0) & np.isin(slot * 1024 + self.reader // 32, warp_keys)
-            self.reader[ours] = NOBODY
+        for by in (self.reader, self.atomic):
+            if by is not None:
+                by[(by >= 0) & np.isin(slot * 1024 + by // 32, warp_keys)] = NOBODY
+
+
+def _record(by: np.ndarray, rows: np.ndarray, threads: np.ndarray, per: int) -> None:
+    """Record ``threads`` (a lane's for its row) as the accessors of their words in ``by``:
+    a word's thread where only it accessed the word, else MANY."""
+    words, threads = _words(rows, threads, per)
+    before = by[words]
+    mine = np.where((before == NOBODY) | (before == threads), threads, MANY).astype(np.int32)
+    by[words] = mine
+    by[words[by[words] != mine]] = MANY  # two lanes of this access on one word
+
+
+def _has_warp(ordered: np.ndarray, threads) -> np.ndarray:
+    """Is the warp of each of ``threads`` among the warps ``ordered`` (a bit each) holds?"""
+    return (ordered >> (np.asarray(threads) // 32).astype(np.uint32)) & 1 != 0
+
+
+def _order(by: np.ndarray, ordered: np.ndarray, took_part: int, waited: int) -> None:
+    """The accesses of one block by threads ``by`` (NOBODY, MANY: none, or not one thread)
+    with their ``ordered`` warps: those by a warp in ``took_part``, or ordered before one,
+    become ordered before ``waited`` (in place)."""
+    warp = np.where(by >= 0, by // 32, 0).astype(np.uint32)
+    joined = ((by >= 0) & ((took_part >> warp) & 1 != 0)) | (ordered & took_part != 0)
+    ordered[joined] |= np.uint32(waited)
 
 
 def _gather(array: np.ndarray, rows: np.ndarray, per: int) -> np.ndarray:
