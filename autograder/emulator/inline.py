@@ -1,7 +1,9 @@
 """Inline the module's device functions into the kernel before decoding, as a compiler
 would: each call site gets a copy of the callee's body with its registers and labels
 renamed (``%f1`` -> ``%f1_i3``), its ``ret`` a branch to the statement after
-the call, and its ``.loc`` lines kept, so findings name the callee's source line.
+the call, and its ``.loc`` lines kept, so findings name the callee's source line; each
+copied statement is an :class:`Inlined` one that also keeps its call sites (the function
+and the line of its call, innermost first), so findings name the call too.
 
 Parameters pass through registers: the caller's ``st.param [param0+off]`` before the call
 and the callee's ``ld.param [f_param_0+off]`` both become a ``mov`` of one register per call
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import dataclass, replace
 
 from autograder.backends.base import Unsupported
 from autograder.emulator.isa import TYPE_BYTES
@@ -32,9 +35,18 @@ _PARAM_ACCESS = re.compile(
 _ADDRESS = re.compile(r"^\[\s*([\w$]+)\s*(?:\+\s*(\d+))?\s*\]$")
 _RET = re.compile(r"^(@!?%[\w$]+\s+)?ret(?:\.uni)?$")
 _NAME = re.compile(r"[%$\w.]+")
+_MANGLED = re.compile(r"^_Z(N)?(?:[rVK]*)(\d.*)$")
 MAX_INLINED = 200_000  # statements of a kernel with its calls inlined (references: < 7 000)
 
 Item = Statement | str  # a statement, or the name of a label before the next statement
+
+
+@dataclass
+class Inlined(Statement):
+    """A statement of an inlined function's body, with its call sites: (function, line of
+    the call), innermost first."""
+
+    calls: tuple[tuple[str, int | None], ...] = ()
 
 
 def inline_calls(kernel: Kernel, functions: dict[str, Function], filename: str) -> None:
@@ -160,8 +172,8 @@ class _Inliner:
         if match["guard"]:
             guard = match["guard"].strip()[1:]
             flipped = guard[1:] if guard.startswith("!") else "!" + guard
-            out.append(Statement(f"@{flipped} bra {end}", call.line))
-        copy = self._copy(body, site, end, call.line)
+            out.append(replace(call, text=f"@{flipped} bra {end}"))
+        copy = self._copy(body, site, end, call)
         out += self.expand(copy, body.call_params, bound, (*stack, name))
         return [*out, end]
 
@@ -175,8 +187,11 @@ class _Inliner:
                 f"instructions, more than the emulator runs{self._at(call)} (a GPU calls them)"
             )
 
-    def _copy(self, body: Kernel, site: int, end: str, line: int | None) -> list[Item]:
-        """The callee's statements and labels with its names made unique to ``site``."""
+    def _copy(self, body: Kernel, site: int, end: str, call: Statement) -> list[Item]:
+        """The callee's statements and labels with its names made unique to ``site``, each
+        with its call sites (a statement without a line of its own: those of ``call``)."""
+        outer = call.calls if isinstance(call, Inlined) else ()
+        calls = ((readable(body.name), call.line), *outer)
         rename = {name: f"{name}_i{site}" for name in (*body.registers, *body.labels)}
         if body.name not in self.framed:  # one frame per function: no lane is in two calls of it
             self.framed.add(body.name)
@@ -194,7 +209,7 @@ class _Inliner:
             ret = _RET.match(text)
             if ret:
                 text = f"{ret.group(1) or ''}bra {end}"
-            copy.append(Statement(text, item.line or line))
+            copy.append(Inlined(text, item.line, calls) if item.line else Inlined(text, call.line, outer))
         return copy
 
     def _moves(self, item: Statement, access, site: int, name: str, offset: int) -> list[Statement]:
@@ -210,13 +225,30 @@ class _Inliner:
                 continue
             slot = self._slot(site, name, offset + k * size, size)
             pair = (value, slot) if access["op"] == "ld" else (slot, value)
-            moves.append(Statement(f"mov.{type_} {pair[0]}, {pair[1]}", item.line))
+            moves.append(replace(item, text=f"mov.{type_} {pair[0]}, {pair[1]}"))
         return moves
 
     def _slot(self, site: int, name: str, offset: int, size: int) -> str:
         slot = f"%{name}_{offset}_c{site}"
         self.kernel.registers.setdefault(slot, f"b{8 * size}")
         return slot
+
+
+def readable(name: str) -> str:
+    """A function's name as its source spells it, from the Itanium mangled name NVRTC gives
+    a C++ function (``_Z9load_tilePfPKfi``: ``load_tile``; ``_ZN2ns4loadEv``: ``ns::load``);
+    an ``extern "C"`` name as it is."""
+    match = _MANGLED.match(name)
+    if match is None:
+        return name
+    parts, rest = [], match.group(2)
+    while (length := re.match(r"\d+", rest)) is not None:
+        end = length.end() + int(length.group(0))
+        parts.append(rest[length.end() : end])
+        if not match.group(1):  # not nested: one name
+            break
+        rest = rest[end:]
+    return "::".join(parts) or name
 
 
 def _param_address(access) -> tuple[str, int]:

@@ -151,6 +151,7 @@ class Instr:
     line: int | None
     text: str
     target: int = -1  # branch target (instruction index) of a bra; -1: none or unknown
+    calls: tuple[tuple[str, int | None], ...] = ()  # inlined: (function, line of its call), innermost first
     extra: dict = field(default_factory=dict)
 
     @property
