@@ -2,6 +2,20 @@
 barrier's thread count a GPU refuses (``_check_counts``); and hold the blocks of a cooperative
 launch at a grid-wide sync until all of them arrive (:class:`GridBarrier`).
 
+A barrier with a thread count (``bar.sync 1, 64``, ``bar.arrive 1, 64``: named barriers, as
+the PTX ISA has them) completes, in each block, once that many threads have arrived at its
+barrier number, counted a warp (32) at a time; more warps than that complete it once for
+each count of them, in warp order (``_release_counted``); a count of 0 is the whole block.
+Only the warps that took part in an instance are ordered by it: their accesses before it
+stop racing with the accesses of the warps that waited at it, and no others do
+(``SharedShadow.partial_barrier``). ``bar.arrive`` counts its warp without waiting for the
+barrier, and its accesses after it are ordered after nothing; the emulator holds the
+arriving lanes until the instance completes, a legal order on a GPU (an arriving warp may
+be slow), so that nothing they do after arriving is taken to precede it. A kernel that
+needs an arriving warp to go on before the barrier it arrived at completes (it arrives,
+then waits at a barrier that the waiting warps reach only after the first) ends in a
+deadlock here where a GPU runs it.
+
 What ``cooperative_groups::this_grid().sync()`` compiles to (``cooperative_groups/details/
 sync.h``, NVRTC 13.5, ``sm_90``): a ``trap`` unless the grid workspace's address is non-null
 (``is_valid()``; the driver puts it in ``%envreg1``, high half, and ``%envreg2``, low half);
@@ -161,6 +175,8 @@ def uncooperative_sync(machine, failure: LaunchFailure) -> LaunchFailure | None:
 def resolve(chunk) -> None:
     m = chunk.m
     grid = m.grid_barrier
+    if m.counted and _release_counted(chunk):
+        return
     if grid is None and _all_at_one_barrier(chunk):
         return
     shape = (chunk.n_blocks, chunk.bs)
@@ -194,6 +210,68 @@ def resolve(chunk) -> None:
     for pc, count in zip(*np.unique(low[blocks], return_counts=True), strict=False):
         m.tally.add(int(pc), "barriers", int(count))
     chunk.shared.shadow.barrier()  # blocks without waiting threads have all exited
+
+
+def is_arrival(ins) -> bool:
+    """``bar.arrive``/``barrier.arrive`` (a CTA's barrier, not a cluster's)."""
+    return ins.op in ("bar", "barrier") and "arrive" in ins.mods and "cluster" not in ins.mods
+
+
+def _release_counted(chunk) -> bool:
+    """Release every complete instance of a barrier with a thread count (see the module's
+    docstring); False where none is."""
+    m = chunk.m
+    lanes = np.flatnonzero(chunk.status == WAIT)
+    lanes = lanes[np.isin(chunk.wait_pc[lanes], m.counted)]
+    if lanes.size == 0:
+        return False
+    counts = _counts(chunk, lanes)
+    ids = m.barrier_ids[chunk.wait_pc[lanes]]
+    warps = chunk.lane_tid[lanes] // 32
+    released = False
+    for slot, number in {(int(s), int(b)) for s, b in zip(chunk.lane_slot[lanes], ids, strict=True)}:
+        here = (chunk.lane_slot[lanes] == slot) & (ids == number)
+        arrived = np.unique(warps[here])
+        size = int(counts[here][0]) // 32 or chunk.warps_per_block
+        for first in range(0, arrived.size - size + 1, size):
+            instance = here & np.isin(warps, arrived[first : first + size])
+            _complete(chunk, slot, lanes[instance])
+            released = True
+    return released
+
+
+def _complete(chunk, slot: int, lanes: np.ndarray) -> None:
+    """One instance of a counted barrier completes in block slot ``slot``: ``lanes`` (all
+    its threads that wait or arrived) go on, their warps ordered (``partial_barrier``)."""
+    m = chunk.m
+    at = chunk.wait_pc[lanes]
+    waits = ~np.array([is_arrival(m.program[pc]) for pc in at.tolist()])
+    warp_bits = np.left_shift(1, chunk.lane_tid[lanes] // 32)
+    took_part = int(np.bitwise_or.reduce(warp_bits))
+    waited = int(np.bitwise_or.reduce(warp_bits[waits], initial=0))
+    chunk.shared.shadow.partial_barrier(slot, took_part, waited)
+    _reduce(chunk, lanes)
+    chunk.status[lanes] = RUN
+    chunk.pc[lanes] = at + 1
+    for pc in np.unique(at).tolist():
+        m.tally.add(pc, "barriers", 1)
+
+
+def _counts(chunk, lanes: np.ndarray) -> np.ndarray:
+    """The thread count of the barrier each of ``lanes`` waits at (``_refuse`` refuses a
+    count a GPU refuses)."""
+    counts = np.zeros(lanes.size, np.int64)
+    at = chunk.wait_pc[lanes]
+    for pc in np.unique(at).tolist():
+        here = at == pc
+        ins = chunk.m.program[pc]
+        count = barrier_operands(ins)[1]
+        if isinstance(count, Imm):
+            counts[here] = immediate(count)
+        else:
+            counts[here] = chunk.reg(count.name)[lanes[here]].astype(np.int64) & 0xFFFFFFFF
+        _refuse(chunk, ins, lanes[here], counts[here])
+    return counts
 
 
 def _all_at_one_barrier(chunk) -> bool:
@@ -238,24 +316,15 @@ def _reduce(chunk, lanes: np.ndarray) -> None:
 
 
 def _check_counts(chunk, lanes: np.ndarray) -> None:
+    """Refuse the thread counts a GPU refuses of the counted barriers ``lanes`` wait at."""
+    _counts(chunk, lanes[np.isin(chunk.wait_pc[lanes], chunk.m.counted)])
+
+
+def _refuse(chunk, ins, lanes: np.ndarray, counts: np.ndarray) -> None:
     """A barrier's thread count, as an H200 takes it (measured with a 64-thread block):
     one that is not a multiple of 32, or over 1024, is an illegal instruction, which aborts
     the kernel; one over the block's threads (its warps' 32 each) waits for threads that
     never come, and the kernel hangs."""
-    at = chunk.wait_pc[lanes]
-    for pc in chunk.m.counted:
-        here = lanes[at == pc]
-        if here.size:
-            ins = chunk.m.program[pc]
-            count = barrier_operands(ins)[1]
-            if isinstance(count, Imm):
-                values = np.full(here.size, immediate(count), np.int64)
-            else:
-                values = chunk.reg(count.name)[here].astype(np.int64) & 0xFFFFFFFF
-            _refuse(chunk, ins, here, values)
-
-
-def _refuse(chunk, ins, lanes: np.ndarray, counts: np.ndarray) -> None:
     where = chunk.m.log.where(ins.line)
     illegal = np.flatnonzero((counts % 32 != 0) | (counts > MAX_BLOCK_THREADS))
     if illegal.size:

@@ -50,8 +50,9 @@ can run; otherwise the lowest PC would spin forever ahead of the lanes it waits 
 
 Limits: the lowest PC always runs first, so a lock that one thread of a block spins on
 with plain or volatile loads while another holds it (legal under Volta's independent
-thread scheduling) spins until the instruction budget; ``bar.sync`` with a thread count is
-treated as a whole-block barrier (a count the GPU refuses is refused: ``barriers.py``)."""
+thread scheduling) spins until the instruction budget. A barrier with a thread count
+completes for its warps alone, and ``bar.arrive`` is held until its barrier completes
+(``barriers.py``)."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ from autograder.backends.base import (
     Unsupported,
 )
 from autograder.emulator.access import narrow_shared_access
-from autograder.emulator.barriers import GridBarrier, barrier_id, resolve, uncooperative_sync
+from autograder.emulator.barriers import GridBarrier, barrier_id, is_arrival, resolve, uncooperative_sync
 from autograder.emulator.counters import BankModel, Tally, warp_count
 from autograder.emulator.findings import FindingLog, dim3, fmt3
 from autograder.emulator.isa import (
@@ -210,7 +211,7 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
     """Parse and decode once per PTX text: grading launches one kernel for many cases."""
     kernel, program = decode_ptx(ptx, lowered_name, filename)
     barrier_ids = _frozen([barrier_id(ins) for ins in program] or [-1])
-    kinds = [instruction_kind(ins) for ins in program]
+    kinds = [BAR if is_arrival(ins) else instruction_kind(ins) for ins in program]  # held: barriers.py
     reductions = tuple(k for k, ins in enumerate(program) if kinds[k] == BAR and "red" in ins.mods)
     counted = tuple(k for k, ins in enumerate(program) if kinds[k] == BAR and barrier_operands(ins)[1])
     shared = reserved_shared(program) + [v for v in kernel.variables if v.space == "shared"]
@@ -267,7 +268,7 @@ class Machine:
         check_launch(self.kernel.variables, self.kernel.params, launch)
         self.threads = math.prod(self.block)
         self.n_blocks = math.prod(self.grid)
-        self.log = FindingLog(self.filename)
+        self.log = FindingLog(self.filename, self.program)
         self.tally = Tally(len(self.program))
         self.banks = BankModel()
         self.stdout: list[str] = []
