@@ -145,15 +145,14 @@ class CaseRunner:
         if time.monotonic() > self.deadline:
             return replace(outcome, error="not run: the submission's time limit was reached")
         student = source_kind == "student"
-        counted = student and backend.capabilities.sees_every_access
-        over = self._over_budget(ref.group) if counted else None
-        if over:
-            return replace(outcome, error=over)
+        left = self._work_left(ref.group) if student and backend.capabilities.sees_every_access else None
+        if left is not None and left <= 0:
+            return replace(outcome, error=self._stopped("not run"))
         started = time.monotonic()
         drawn = self._drawn.pop((ref.group, ref.index), None) if backend is self.roles["grading"][0] else None
         try:
             prepared = drawn.result() if drawn and student else prepare(self.spec, source, ref, self.case_s)
-            launch = self._limited(prepared.launch, backend, ref) if student else prepared.launch
+            launch = self._limited(prepared.launch, backend, ref, left) if student else prepared.launch
             started = time.monotonic()  # the launch's own time, not the reference's it is limited by
             judgement = judged(outcome, self.spec, prepared, backend.launch(launch))
         except Unsupported as e:  # the emulator's limit, not the student's fault: a person should look
@@ -164,29 +163,37 @@ class CaseRunner:
         except Exception as e:  # a grader bug: fail this case, grade the rest
             return _fault(outcome, f"grader error: {type(e).__name__}: {e}")
         self.stalled |= student and any(f.kind == "instruction_budget" for f in judgement.findings)
-        if counted:
-            self._count(judgement, ref)
+        if left is not None:
+            judgement = self._counted(judgement, ref, launch.instruction_limit == left)
         return replace(judgement, wall_s=time.monotonic() - started)
 
-    def _count(self, judgement: CaseOutcome, ref: GroupCase) -> None:
-        """Add a student's launch on the counting backend, and the reference's on its case, to the work."""
+    def _counted(self, judgement: CaseOutcome, ref: GroupCase, last: bool) -> CaseOutcome:
+        """``judgement`` (a student's launch on the counting backend) and the reference's on its
+        case added to the work; failed with why when it was ``last`` (its limit, what was left of
+        the total) and did not finish."""
         self.work["student"] += _instructions(judgement) or 0
         self.work["reference"] += _instructions(self.outcomes("reference", ref.group)[ref.index]) or 0
+        if last and any(f.kind == "instruction_budget" for f in judgement.findings):
+            return replace(judgement, error=self._stopped("stopped"))
+        return judgement
 
-    def _over_budget(self, group: str) -> str | None:
-        """Why the student's next launch (of ``group``) on the counting backend is not run; None
-        while it may be. The budget: ``TOTAL_MULTIPLE`` times the reference's instructions over
-        every case run there (at least ``WORK_FLOOR``); none when the reference's are not known.
+    def _work_left(self, group: str) -> int | None:
+        """Lane instructions the student's launches on the counting backend may still run:
+        ``TOTAL_MULTIPLE`` times the reference's over every case the items (and ``group``) run
+        there, at least ``WORK_FLOOR``, less what they ran; None when the reference's are not known.
         """
         counted = [g for role, g in self.launched if self.capabilities(role).sees_every_access]
         reference = [
             _instructions(o) for g in dict.fromkeys([*counted, group]) for o in self.outcomes("reference", g)
         ]
-        if None in reference or self.work["student"] <= max(WORK_FLOOR, TOTAL_MULTIPLE * sum(reference)):
+        if None in reference:
             return None
+        return max(WORK_FLOOR, TOTAL_MULTIPLE * sum(reference)) - self.work["student"]
+
+    def _stopped(self, how: str) -> str:
         ratio = self.work["student"] / max(1, self.work["reference"])
         return (
-            f"not run: your kernel ran {two_decimals(ratio)} times the reference's instructions over "
+            f"{how}: your kernel ran {two_decimals(ratio)} times the reference's instructions over "
             f"the graded cases; the grader stops at {TOTAL_MULTIPLE} times"
         )
 
@@ -198,18 +205,20 @@ class CaseRunner:
             keys.setdefault((id(self.roles[role][0]), group), (role, group))
         return [o for role, group in keys.values() for o in self.outcomes(role, group)]
 
-    def _limited(self, launch: Launch, backend: Backend, ref: GroupCase) -> Launch:
-        """A student's launch, its work bounded by the reference's; short once one did not finish."""
+    def _limited(self, launch: Launch, backend: Backend, ref: GroupCase, left: int | None) -> Launch:
+        """A student's launch, its work bounded by the reference's on its case and by what is
+        ``left`` of the total (None: no total); short once one did not finish."""
         if self.stalled:
-            return replace(
+            launch = replace(
                 launch, time_limit_s=min(launch.time_limit_s, STALLED_S), instruction_limit=WORK_FLOOR
             )
-        if not backend.capabilities.sees_every_access:
+        elif backend.capabilities.sees_every_access:
+            counted = _instructions(self.outcomes("reference", ref.group)[ref.index])
+            if counted:
+                launch = replace(launch, instruction_limit=max(WORK_FLOOR, WORK_MULTIPLE * counted))
+        if left is None:
             return launch
-        counted = _instructions(self.outcomes("reference", ref.group)[ref.index])
-        return (
-            replace(launch, instruction_limit=max(WORK_FLOOR, WORK_MULTIPLE * counted)) if counted else launch
-        )
+        return replace(launch, instruction_limit=min(left, launch.instruction_limit or left))
 
     def prefetch_timings(self, groups: list[str]) -> None:
         """Draw the cases of timed ``groups`` in the background while the other items run: the

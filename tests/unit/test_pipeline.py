@@ -394,22 +394,45 @@ def counting_course(course_root):
     return read_course(course_root)
 
 
-def test_all_launches_together_stop_at_a_multiple_of_the_references_instructions(
-    course_root, backends, submit
-):
+class Limiting(FakeBackend):
+    """Ends a launch past its instruction limit as the emulator does: counted up to it, a finding."""
+
+    def launch(self, launch):
+        result = super().launch(launch)
+        ran = result.counters.totals.get("lane_instructions", 0)
+        if launch.instruction_limit is None or ran <= launch.instruction_limit:
+            return result
+        result.counters.totals["lane_instructions"] = launch.instruction_limit
+        stop = Finding(
+            "instruction_budget", "vec.cu:3: the kernel did not finish: it ran past the budget", line=3
+        )
+        return dataclasses.replace(result, findings=[*result.findings, stop])
+
+
+def test_all_launches_together_stop_at_a_multiple_of_the_references_instructions(course_root, submit):
     course = counting_course(course_root)
+    limiting = Limiting()
+    backends = Backends(grading=limiting, safety=limiting)
     assert pipeline.TOTAL_MULTIPLE == 8
     graded = grade(course, backends, submit(vec=VEC_LIKE.format(per=20_000_000)))
     s = scores(graded)
-    # aligned (n=64) and ragged (n=1, 70) ran: 20 times the reference's 135 M; the budget is 8
-    # times its 238 M over every case the items run; the safety cases are not run
-    assert s["vec correctness (aligned)"] == s["vec correctness (ragged)"] == 2
+    # the budget: 8 times the reference's 238 M over every case the items run. aligned (n=64)
+    # and ragged n=1 run whole (1.3 G), ragged n=70 is stopped at the 1.9 G, the safety cases
+    # are not run
+    assert s["vec correctness (aligned)"] == 2 and s["vec correctness (ragged)"] == 1
     assert s["vec bounds (safety)"] == s["vec traffic (safety)"] == 0
+    ragged = next(r for r in graded.items if r.item.name == "vec correctness (ragged)")
+    assert (
+        "n=70, T=32 [emulator]: stopped: your kernel ran 14.1 times the reference's instructions over "
+        "the graded cases; the grader stops at 8 times"
+    ) in ragged.output
     bounds = next(r for r in graded.items if r.item.check == "bounds")
     assert (
-        "not run: your kernel ran 20 times the reference's instructions over the graded cases; "
+        "not run: your kernel ran 14.1 times the reference's instructions over the graded cases; "
         "the grader stops at 8 times"
     ) in bounds.output
+    ran = sum(c["counters"]["lane_instructions"] for r in graded.items[:2] for c in r.evidence["cases"])
+    assert ran == 8 * 238_000_000  # all its work together: the budget, not a launch more
     within = grade(course, backends, submit(vec=VEC_LIKE.format(per=7_000_000)))
     assert sum(r.score for r in within.items) == 7  # every item but the untimed performance one
 
