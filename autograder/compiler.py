@@ -5,18 +5,25 @@ machine without a GPU. The kernel name is resolved with an NVRTC name expression
 covers ``extern "C"`` kernels, C++-mangled ones and template instances alike. PTX from a new
 NVRTC may carry a ``.version`` the GPU's driver refuses (docs/backend-contract.md), so the
 GPU backend loads a cubin built for the device's own architecture instead.
+
+Every compile is for a real architecture (``sm_90`` for the emulator), so NVRTC runs ptxas
+on its PTX as a GPU's driver would need it: one compile gives the PTX, the cubin and ptxas's
+verbose report (registers, spills, shared memory: :func:`ptxas_figures`), and what ptxas
+refuses (inline PTX it does not know, a feature of a newer GPU, a limit of this one) is the
+student's :class:`PtxasRefusal` on every backend, with ptxas's message on the source line.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from autograder.backends.base import CompileError, Program
 
-EMULATOR_ARCH = "compute_90"  # the virtual architecture the emulator's PTX is written for
+EMULATOR_ARCH = "sm_90"  # the emulator's PTX is an H200's, and ptxas assembles it as for one
 # The NVRTC the course is graded with (pyproject.toml pins the package). Another version may
 # compile the same source differently: NVRTC 13.0 removes an endless `volatile` spin loop
 # that 13.5 keeps, so one machine would report a hang and another a pass.
@@ -101,26 +108,30 @@ STANDARD_HEADERS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Compiled:
-    ptx: str  # PTX text, or "" for a cubin-only compile
-    cubin: bytes  # machine code for a real sm_XX target, or b"" for a PTX compile
+    ptx: str  # PTX text
+    cubin: bytes  # machine code for a real sm_XX target, or b"" for a virtual compute_XX one
     lowered_name: str  # the kernel's symbol in the PTX / cubin
-    log: str  # compiler warnings
+    log: str  # compiler warnings, and ptxas's verbose report for a real target
+
+
+class PtxasRefusal(CompileError):
+    """NVRTC compiled the source, and ptxas refused its PTX for the target GPU."""
 
 
 def compile_ptx(program: Program) -> Compiled:
-    """PTX for the emulator (``compute_90``, line info)."""
+    """PTX for the emulator (line info), with the ``sm_90`` cubin and ptxas's report of the same compile."""
     return _compile(program, EMULATOR_ARCH)
 
 
 def compile_cubin(program: Program, arch: str) -> Compiled:
-    """A cubin for a device, ``arch`` like ``"sm_90"``."""
+    """A cubin for a device, ``arch`` like ``"sm_90"``; its log holds ptxas's verbose report."""
     return _compile(program, arch)
 
 
-def compile_reported(program: Program, arch: str) -> Compiled:
-    """A cubin for ``arch`` whose log is ptxas's verbose report (registers, spills, stack frame,
-    shared memory, barriers per function: ``autograder/resources.py`` reads it)."""
-    return _compile(program, arch, ("--ptxas-options=-v",))
+def compile_virtual(program: Program) -> Compiled:
+    """PTX for ``compute_90`` that ptxas never sees: what the emulator reads of a kernel ptxas
+    refuses, to word a limit it knows (``emulator/limits.py``) in its own terms."""
+    return _compile(program, "compute_90")
 
 
 def nvrtc_version() -> tuple[int, int]:
@@ -167,7 +178,7 @@ def _pip_include_dirs() -> list[Path]:
 
 
 @functools.lru_cache(maxsize=64)
-def _compile(program: Program, arch: str, extra: tuple[str, ...] = ()) -> Compiled:
+def _compile(program: Program, arch: str) -> Compiled:
     from cuda.bindings import nvrtc
 
     err, prog = nvrtc.nvrtcCreateProgram(
@@ -184,18 +195,20 @@ def _compile(program: Program, arch: str, extra: tuple[str, ...] = ()) -> Compil
         options = [f"--gpu-architecture={arch}", "-lineinfo", "--std=c++17", "-default-device"]
         options += [f"--include-path={directory}" for directory in cuda_include_dirs()]
         options += [f"-D{name}={value}" for name, value in program.defines]
-        options += extra
+        options += ["--ptxas-options=-v"] if arch.startswith("sm_") else []
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
         log = _log(nvrtc, prog)
+        ptx = _blob(nvrtc, prog, "PTX").rstrip(b"\0").decode()  # there when only ptxas failed
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            refused = _refusal(log, ptx, program, arch)
+            if refused:
+                raise PtxasRefusal(refused)
             raise CompileError(_student_log(log, program) or str(err))
         err, lowered = nvrtc.nvrtcGetLoweredName(prog, expression)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise CompileError(f"{program.filename}: no kernel named '{program.kernel}' was found")
-        if arch.startswith("sm_"):
-            return Compiled("", _blob(nvrtc, prog, "CUBIN"), lowered.decode(), log)
-        ptx = _blob(nvrtc, prog, "PTX").rstrip(b"\0").decode()
-        return Compiled(ptx, b"", lowered.decode(), log)
+        cubin = _blob(nvrtc, prog, "CUBIN") if arch.startswith("sm_") else b""
+        return Compiled(ptx, cubin, lowered.decode(), log)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 
@@ -215,6 +228,100 @@ def _student_log(log: str, program: Program) -> str:
     return "\n\n".join([*errors, missing])
 
 
+_PTXAS_AT = re.compile(
+    r"^ptxas\b.*?, line (\d+); error\s*: (.*)$"
+)  # "ptxas <its input>, line 29; error : ..."
+_PTXAS_ERROR = re.compile(r"^ptxas (?:error|fatal)\s*: (.*)$")
+_PTXAS_ABORTED = "Ptx assembly aborted due to errors"  # ptxas's last line after any error: says nothing
+_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)")  # .loc FILE LINE COLUMN[, ... inlined_at ...]
+_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', re.MULTILINE)
+_DIRECTORIES = re.compile(r"(?<![\w.])(?:/[\w.+-]+)+/")  # /any/absolute/dir/ before a file name
+
+
+def _refusal(log: str, ptx: str, program: Program, arch: str) -> str | None:
+    """ptxas's errors as the student reads them (``file.cu(LINE): error: ...``, the PTX it
+    refused quoted), or None when ptxas refused nothing (NVRTC's own errors)."""
+    errors = []
+    for text in log.splitlines():
+        if at := _PTXAS_AT.match(text.strip()):
+            errors.append(_located(int(at[1]), at[2].strip(), ptx, program))
+        elif (error := _PTXAS_ERROR.match(text.strip())) and error[1].strip() != _PTXAS_ABORTED:
+            errors.append(f"{program.filename}: error: {error[1].strip()}")
+    if not errors:
+        return None
+    errors.append(
+        f"ptxas, which turns the PTX NVRTC compiled into a GPU's machine code, refuses it for {arch}: "
+        "a GPU cannot load this kernel"
+    )
+    return _DIRECTORIES.sub("", "\n".join(errors))
+
+
+def _located(number: int, message: str, ptx: str, program: Program) -> str:
+    """ptxas's error on PTX line ``number``, at the student's source line that PTX came from."""
+    lines = ptx.splitlines()[:number]
+    line = _source_line(lines, _file_number(ptx, program.filename))
+    where = f"{program.filename}({line})" if line else program.filename
+    refused = lines[-1].strip() if len(lines) == number else ""
+    return f"{where}: error: {message}" + (f" (in the PTX: {refused})" if refused else "")
+
+
+def _file_number(ptx: str, filename: str) -> str | None:
+    """The number PTX's ``.file`` directives give the student's file (headers have others)."""
+    name = PurePath(filename).name
+    return next((m[1] for m in _FILE.finditer(ptx) if PurePath(m[2]).name == name), None)
+
+
+def _source_line(lines: list[str], file_number: str | None) -> int | None:
+    """The source line of the last ``.loc`` in ``lines`` that is in the student's file."""
+    for text in reversed(lines):
+        if (loc := _LOC.match(text)) and loc[1] == file_number:
+            return int(loc[2])
+    return None
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
+_FIGURES = {
+    "stack_frame": re.compile(r"(\d+) bytes stack frame"),
+    "spill_stores": re.compile(r"(\d+) bytes spill stores"),
+    "spill_loads": re.compile(r"(\d+) bytes spill loads"),
+    "registers": re.compile(r"Used (\d+) registers"),
+    "barriers": re.compile(r"used (\d+) barriers"),
+    "static_shared": re.compile(r"(\d+) bytes smem"),
+}
+
+
+def ptxas_figures(report: str, kernel: str) -> dict[str, int]:
+    """The figures of entry function ``kernel`` (its lowered name) in ptxas's verbose ``report``,
+    by name (0 where absent): stack_frame, spill_stores, spill_loads, registers, barriers,
+    static_shared.
+
+    ptxas reports, per entry function::
+
+        ptxas info    : Compiling entry function 'kernel' for 'sm_90'
+        ptxas info    : Function properties for kernel
+        ptxas         .     256 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads
+        ptxas info    : Used 32 registers, used 1 barriers, 256 bytes cumulative stack size, 1024 bytes smem
+
+    The stack frame is the thread's local memory (local arrays and spills); "smem" is the
+    kernel's static shared memory (absent when it has none); barriers are the named barriers
+    it uses (``__syncthreads()`` is barrier 0).
+    """
+    section = _section(report, kernel)
+    return {
+        name: int(m.group(1)) if (m := pattern.search(section)) else 0 for name, pattern in _FIGURES.items()
+    }
+
+
+def _section(report: str, kernel: str) -> str:
+    """The lines ptxas wrote about ``kernel``, from its entry line to the next entry's."""
+    entries = list(_ENTRY.finditer(report))
+    for k, entry in enumerate(entries):
+        if entry.group(1) == kernel:
+            end = entries[k + 1].start() if k + 1 < len(entries) else len(report)
+            return report[entry.start() : end]
+    raise ValueError(f"ptxas reported nothing for the kernel {kernel}")
+
+
 def _blob(nvrtc, prog, kind: str) -> bytes:
     err, size = getattr(nvrtc, f"nvrtcGet{kind}Size")(prog)
     _check(nvrtc, err, f"nvrtcGet{kind}Size")
@@ -227,7 +334,7 @@ def _log(nvrtc, prog) -> str:
     _err, size = nvrtc.nvrtcGetProgramLogSize(prog)
     buf = bytearray(size)  # as in _blob: a clean compile's log is one byte, and b" " * 1 is b" " itself
     nvrtc.nvrtcGetProgramLog(prog, buf)
-    return bytes(buf).rstrip(b"\0").decode(errors="replace")
+    return bytes(buf).replace(b"\0", b"").decode(errors="replace")  # NVRTC joins its logs with NULs
 
 
 def _check(nvrtc, err, what: str) -> None:

@@ -1,39 +1,17 @@
 """What the compiler gave a kernel, without a GPU: registers per thread, spills, local memory,
 static shared memory and barriers, from ptxas's verbose report on NVRTC's cubin for a target
-GPU (``compiler.compile_reported``), and the theoretical occupancy they allow for a launch
-geometry (``backends/occupancy.py``).
-
-ptxas reports, per entry function::
-
-    ptxas info    : Compiling entry function 'kernel' for 'sm_90'
-    ptxas info    : Function properties for kernel
-    ptxas         .     256 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads
-    ptxas info    : Used 32 registers, used 1 barriers, 256 bytes cumulative stack size, 1024 bytes smem
-
-The stack frame is the thread's local memory (local arrays and spills); "smem" is the
-kernel's static shared memory (absent when it has none); barriers are the named barriers it
-uses (``__syncthreads()`` is barrier 0).
+GPU (``compiler.compile_cubin``, read by ``compiler.ptxas_figures``), and the theoretical
+occupancy they allow for a launch geometry (``backends/occupancy.py``).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 
 from autograder.backends.base import Program
 from autograder.backends.occupancy import DEVICES, Occupancy, occupancy
-from autograder.compiler import compile_reported
+from autograder.compiler import compile_cubin, ptxas_figures
 from autograder.feedback import counted
-
-_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
-_FIELDS = {
-    "stack_frame": re.compile(r"(\d+) bytes stack frame"),
-    "spill_stores": re.compile(r"(\d+) bytes spill stores"),
-    "spill_loads": re.compile(r"(\d+) bytes spill loads"),
-    "registers": re.compile(r"Used (\d+) registers"),
-    "barriers": re.compile(r"used (\d+) barriers"),
-    "static_shared": re.compile(r"(\d+) bytes smem"),
-}
 
 
 @dataclass(frozen=True)
@@ -58,27 +36,13 @@ def kernel_resources(program: Program, arch: str = "sm_90") -> Resources:
     compile; a ValueError for an arch the occupancy rules do not know)."""
     if arch not in DEVICES:
         raise ValueError(f"no occupancy rules for {arch}; known: {', '.join(DEVICES)}")
-    compiled = compile_reported(program, arch)
+    compiled = compile_cubin(program, arch)
     return parse_report(compiled.log, compiled.lowered_name, arch)
 
 
 def parse_report(report: str, kernel: str, arch: str) -> Resources:
     """The figures of entry function ``kernel`` in ptxas's verbose ``report`` (0 where absent)."""
-    section = _section(report, kernel)
-    figures = {
-        name: int(m.group(1)) if (m := pattern.search(section)) else 0 for name, pattern in _FIELDS.items()
-    }
-    return Resources(arch=arch, **figures)
-
-
-def _section(report: str, kernel: str) -> str:
-    """The lines ptxas wrote about ``kernel``, from its entry line to the next entry's."""
-    entries = list(_ENTRY.finditer(report))
-    for k, entry in enumerate(entries):
-        if entry.group(1) == kernel:
-            end = entries[k + 1].start() if k + 1 < len(entries) else len(report)
-            return report[entry.start() : end]
-    raise ValueError(f"ptxas reported nothing for the kernel {kernel}")
+    return Resources(arch=arch, **ptxas_figures(report, kernel))
 
 
 def launch_resources(program: Program, threads: int, dynamic_shared: int, arch: str) -> dict:

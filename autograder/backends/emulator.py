@@ -1,15 +1,20 @@
 """The ``emulator`` backend: NVRTC compiles to PTX, the numpy PTX interpreter runs it.
 
-Needs no GPU. Reports every out-of-bounds access, barrier divergence, shared-memory race
-and uninitialised shared read as findings, and counts memory traffic per source line."""
+Needs no GPU. The same compile assembles the PTX for ``sm_90`` with ptxas, as a GPU needs it:
+what ptxas refuses does not compile here either, and a launch the driver would refuse for
+what the cubin says (its ``__launch_bounds__``, its registers) is refused here too. Reports
+every out-of-bounds access, barrier divergence, shared-memory race and uninitialised shared
+read as findings, and counts memory traffic per source line."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 
 from autograder.backends.base import Backend, Capabilities, Launch, LaunchResult, Program, Unsupported
-from autograder.compiler import compile_ptx
+from autograder.compiler import Compiled, PtxasRefusal, compile_ptx, compile_virtual, ptxas_figures
 from autograder.emulator import emulate
+from autograder.emulator.limits import Function, check_function
 from autograder.emulator.machine import DEFAULT_BUDGET, decode_launchable, keep_freed_memory
 
 
@@ -22,11 +27,33 @@ class EmulatorBackend(Backend):
         keep_freed_memory()
 
     def compile(self, program: Program) -> None:
-        """NVRTC's errors, and a local frame over CUDA's limit per thread."""
-        compiled = compile_ptx(program)
+        """NVRTC's errors, ptxas's refusals for ``sm_90``, and a local frame over CUDA's limit per thread."""
+        compiled = assembled(program)
         with contextlib.suppress(Unsupported):  # reported by the launch that meets it
             decode_launchable(compiled.ptx, compiled.lowered_name, program)
 
     def launch(self, launch: Launch) -> LaunchResult:
-        compiled = compile_ptx(launch.program)
+        compiled = assembled(launch.program)
+        check_function(function(launch.program), launch)
         return emulate(compiled.ptx, compiled.lowered_name, launch, launch.instruction_limit or self.budget)
+
+
+def assembled(program: Program) -> Compiled:
+    """``program`` compiled and assembled for ``sm_90``. A limit ptxas refuses that the emulator
+    knows (``limits.check_kernel``) is worded in its terms, the kernel and line named; any
+    other refusal in ptxas's."""
+    try:
+        return compile_ptx(program)
+    except PtxasRefusal:
+        virtual = compile_virtual(program)
+        with contextlib.suppress(Unsupported):  # PTX the emulator cannot read: ptxas's words
+            decode_launchable(virtual.ptx, virtual.lowered_name, program)
+        raise
+
+
+@functools.lru_cache(maxsize=64)
+def function(program: Program) -> Function:
+    """What the driver would read from ``program``'s cubin: its launch bounds and registers."""
+    compiled = compile_ptx(program)
+    registers = ptxas_figures(compiled.log, compiled.lowered_name)["registers"]
+    return Function.of(compiled.ptx, compiled.lowered_name, registers)

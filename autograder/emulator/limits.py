@@ -1,7 +1,10 @@
 """What an H200 (``sm_90``) refuses, and the student's error for each, in CUDA's terms.
 
-A kernel ptxas refuses for ``sm_90`` (the GPU backend compiles for it; the emulator's
-``compute_90`` PTX never meets ptxas) is a :class:`CompileError` (:func:`check_kernel`):
+Every kernel meets ptxas for ``sm_90`` when it compiles (``compiler.compile_ptx``): whatever
+ptxas refuses is the student's ``PtxasRefusal``, in ptxas's words. These limits it refuses
+are worded here, in the emulator's own terms, from PTX that never met ptxas
+(``compiler.compile_virtual``), and a local frame it accepts but a GPU cannot run; each a
+:class:`CompileError` (:func:`check_kernel`):
 
 - a local frame over 512 KiB per thread (CUDA's limit: NVRTC 13.5 and ptxas 13.0 accept
   one, as a stack frame; a GPU cannot run it, and emulating it would take gigabytes);
@@ -12,7 +15,11 @@ A kernel ptxas refuses for ``sm_90`` (the GPU backend compiles for it; the emula
   (ptxas: "Barrier number '20' out of range", "must be in multiple of warp size").
 
 A launch the driver refuses, or the grader cannot hold, is a :class:`LaunchFailure`
-(:func:`check_launch`): a grid or block over CUDA's limits; static and dynamic shared memory
+(:func:`check_launch`, and :func:`check_function` for what the cubin says, :class:`Function`):
+a block of more threads than the kernel's ``__launch_bounds__`` (the PTX's ``.maxntid``;
+"invalid argument", measured on the H200) or than its registers allow (ptxas's count, a
+warp's allocated 256 at a time, against the 64 K registers of a block: CUDA's "too many
+resources requested for launch"); a grid or block over CUDA's limits; static and dynamic shared memory
 together over the 227 KiB (232 448 bytes) a block can opt in to (``cudaFuncSetAttribute``
 refuses 232 449, the launch fails with "invalid argument"); parameters that do not match the
 assignment's arguments; ``__device__`` variables over the emulator's cap of 256 MiB (a grader
@@ -26,10 +33,13 @@ thread count is checked when the barrier is reached (``barriers.py``)."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 import numpy as np
 
-from autograder.backends.base import CompileError, LaunchFailure, Program
-from autograder.backends.occupancy import DEVICES, occupancy
+from autograder.backends.base import CompileError, Launch, LaunchFailure, Program
+from autograder.backends.occupancy import DEVICES, REG_UNIT, occupancy
 from autograder.emulator.isa import Imm, Instr, immediate_bits
 from autograder.emulator.memory import local_bytes
 from autograder.emulator.special import BLOCK_SLOTS, RESERVED_SMEM, SM_COUNT, WARP_SLOTS
@@ -43,7 +53,8 @@ MODULE_DATA_CAP = 256 << 20  # __device__ variables the emulator holds (a grader
 GPU_MEMORY_BYTES = 143_771 << 20  # an H200's memory, as nvidia-smi reports it
 BARRIERS = 16  # named barriers per block
 MAX_BLOCK_THREADS = 1024
-SM_SHARED_BYTES = DEVICES["sm_90"].shared_per_sm  # 228 KiB an SM, of which each block reserves 1 KiB
+SM90 = DEVICES["sm_90"]  # CUDA's occupancy rules for compute capability 9.0
+SM_SHARED_BYTES = SM90.shared_per_sm  # 228 KiB an SM, of which each block reserves 1 KiB
 H200 = "an H200 (sm_90)"
 
 
@@ -151,6 +162,56 @@ def check_launch(variables, params, launch) -> None:
         _check_co_resident(variables, launch)
 
 
+@dataclass(frozen=True)
+class Function:
+    """What the driver reads from a kernel's cubin before it launches it: ptxas's registers a
+    thread, and the most threads a block may have by ``__launch_bounds__`` (None: unbounded)."""
+
+    registers: int
+    bound: int | None = None
+
+    @classmethod
+    def of(cls, ptx: str, lowered_name: str, registers: int) -> Function:
+        """The entry ``lowered_name`` of ``ptx``, given ptxas's ``registers`` for it: its bound is
+        the product of the ``.maxntid x, y, z`` NVRTC writes for ``__launch_bounds__(N)``."""
+        entry = re.search(rf"\.entry\s+{re.escape(lowered_name)}\s*\([^)]*\)([^{{]*)\{{", ptx)
+        maxntid = re.search(r"\.maxntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)", entry[1]) if entry else None
+        return cls(registers, int(np.prod([int(n) for n in maxntid.groups()])) if maxntid else None)
+
+    @property
+    def register_threads(self) -> int:
+        """The most threads a block may have with this many registers a thread."""
+        blocks = (32 * warps for warps in range(1, SM90.threads_per_block // 32 + 1))
+        fit = [n for n in blocks if occupancy(SM90, n, registers=self.registers).limits["registers"]]
+        return max(fit, default=0)
+
+
+def check_function(function: Function, launch: Launch) -> None:
+    """Raise the :class:`LaunchFailure` of a launch the driver refuses for what the kernel's cubin
+    says (its launch bounds, its registers), if any."""
+    _check_geometry(tuple(launch.grid), tuple(launch.block))
+    threads = int(np.prod(launch.block))
+    source = launch.program
+    launched = f"the assignment launches it in blocks of {counted(threads, 'thread')} {tuple(launch.block)}"
+    if function.bound is not None and threads > function.bound:
+        raise LaunchFailure(
+            f"{source.filename}: kernel {source.kernel} is declared __launch_bounds__({function.bound}), "
+            f"so a GPU runs it in blocks of at most {counted(function.bound, 'thread')}, but {launched}: "
+            f"{H200} refuses the launch (CUDA error: invalid argument); make the bound at least the "
+            "block size the handout gives"
+        )
+    most = function.register_threads
+    if threads > most:
+        raise LaunchFailure(
+            f"{source.filename}: kernel {source.kernel} uses {counted(function.registers, 'register')} a "
+            f"thread (ptxas for sm_90), and {H200} gives a block at most {SM90.registers_per_block:,} "
+            f"registers, allocated to each warp {REG_UNIT} at a time: enough for blocks of at most "
+            f"{counted(most, 'thread')}, but {launched}: the launch is refused (CUDA error: too many "
+            f"resources requested for launch); __launch_bounds__({threads}) makes ptxas fit the "
+            "kernel's registers to such blocks"
+        )
+
+
 def _check_geometry(grid, block) -> None:
     """Refuse launches a GPU refuses (CUDA's limits for compute capability 9.0)."""
     if min(*grid, *block) < 1:
@@ -193,7 +254,7 @@ def co_resident_blocks(variables, launch) -> tuple[int, str]:
     shared = static_shared_bytes(variables)
     if launch.shared_bytes:
         shared = dynamic_shared_start(variables) + launch.shared_bytes
-    held = occupancy(DEVICES["sm_90"], int(np.prod(launch.block)), static_shared=shared)
+    held = occupancy(SM90, int(np.prod(launch.block)), static_shared=shared)
     why = {
         "warps": f"an SM runs {WARP_SLOTS * 32:,} threads",
         "blocks": f"an SM holds {BLOCK_SLOTS} blocks",
