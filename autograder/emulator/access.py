@@ -31,13 +31,13 @@ from autograder.emulator.counters import sectors, warp_count, whole_warps
 from autograder.emulator.findings import dim3, fmt3
 from autograder.emulator.isa import DTYPES, Addr, Instr, Reg, Sym, Vec, dtype_of, immediate_bits
 from autograder.emulator.memory import (
-    FIRST_SLOT,
     GARBAGE,
     LOCAL_REGION,
+    NEAR_NULL,
     REGION_SHIFT,
     SHARED_REGION,
     Region,
-    region_of,
+    window_of,
 )
 from autograder.emulator.shadow import MANY, wide
 from autograder.feedback import counted
@@ -199,22 +199,19 @@ class Access:
     def _global(self, idx, a, total, write, seen=None):
         memory = self.m.memory
         first = int(a[0])
-        k0 = int(region_of(first))
-        region = memory.region(k0)
+        region, base = memory.find(first)
         if region is not None and (not (self.const or write) or self._reaches(region, write)):
-            base = k0 << REGION_SHIFT
             if seen is not None:
                 inside = seen.inside_aligned(first - base, 0, region.nbytes - total, total)
             else:
                 inside = _inside_aligned(a - base, region.nbytes - total, total)
             if inside:
                 return [(region.bytes, None, a - base)]
-        k = region_of(a)
-        off = a - (k << REGION_SHIFT)
+        k, off = memory.owners(a)
         ok = np.zeros(a.size, bool)
         groups = []
         for kk in np.unique(k).tolist():
-            region = memory.region(kk)
+            region = memory.placed[kk] if kk >= 0 else None
             here = k == kk
             if region is None:
                 self._report_unknown(idx, a, np.flatnonzero(here), write)
@@ -312,7 +309,7 @@ class Access:
     @staticmethod
     def _by_window(idx, a):
         """Split generic addresses into (positions, lanes, address in its space, space)."""
-        k = region_of(a)
+        k = window_of(a)
         for kk, space in ((SHARED_REGION, "shared"), (LOCAL_REGION, "local"), (None, "global")):
             here = (k != SHARED_REGION) & (k != LOCAL_REGION) if kk is None else k == kk
             sub = np.flatnonzero(here)
@@ -346,12 +343,12 @@ class Access:
         lane = self._lane(idx, bad[0])
         verb = "wrote" if write else "read"
         address = int(a[bad[0]])
-        if abs(int(region_of(address))) < FIRST_SLOT:  # near null, or a window: no allocation
+        if abs(address) < NEAR_NULL:
             what = f"address {address:#x}, which is inside no buffer (a null or uninitialised pointer?)"
         else:  # where a wild pointer points differs from launch to launch: not in the message
             what = (
-                "an address inside no buffer (buffers lie at random addresses, 1 TiB apart "
-                "at least: an offset from one buffer never reaches another)"
+                "an address inside no buffer (buffers lie at random addresses, new on every "
+                "launch, at least 4 GiB apart)"
             )
         message = f"{self.m.log.where(ins.line)}: {ch.who(lane)} {verb} {what}"
         tid, block = ch.thread(lane)
@@ -613,7 +610,7 @@ def narrow_shared_access(program: list[Instr]) -> bool:
 # ----- what the emulator itself reads (printf's and assert's strings) ---------------------
 def read_bytes(ch, lane: int, addr: int, size: int) -> bytes:
     """``size`` bytes at a generic address, as lane ``lane`` sees them (b"" if invalid)."""
-    k = int(region_of(addr))
+    k = int(window_of(addr))
     off = addr - (k << REGION_SHIFT)
     if k == LOCAL_REGION:
         per = ch.local.size // ch.n
@@ -623,9 +620,10 @@ def read_bytes(ch, lane: int, addr: int, size: int) -> bytes:
         slot = int(ch.lane_slot[lane])
         buf, start, end = ch.shared.bytes, slot * block + off, slot * block + min(block, off + size)
     else:
-        region = ch.m.memory.region(k)
+        region, base = ch.m.memory.find(addr)
         if region is None:
             return b""
+        off = addr - base
         buf, start, end = region.bytes, off, min(region.nbytes, off + size)
     if off < 0 or start >= end:
         return b""

@@ -1,25 +1,32 @@
 """The emulator's memory spaces and how an address becomes (allocation, byte offset).
 
-Generic addresses are 64-bit: every global allocation (a kernel argument or a module
-variable) lives at ``slot << 40`` for a slot of its own, so it is its own region with exact
-bounds and an access far outside one still names it; the shared window is region 0xFE and
-the local window 0xFD (``cvta`` adds or removes those bases). An access outside its
-allocation is a finding: reads return NaN/garbage bytes (0xFF), writes are dropped, nothing
-crashes.
+Global allocations (kernel arguments, module variables) lie where an H200's ``cudaMalloc``
+puts them: in the 0x7f.. range of a 47-bit address space (``HEAP``; the H200 gave
+0x7fd2f7e00000), each at an address of its own, aligned to 512 bytes (``ALIGN``), drawn at
+random for every launch (``secrets``: nothing a student can seed or predict). Every address
+of the range belongs to the allocation nearest to it (``GlobalMemory.owners``: the range is
+cut halfway between neighbours), so an access far outside one still names it, with exact
+bounds; an address outside the range lies in no allocation. The shared window is region
+0xFE and the local window 0xFD of 1 TiB regions (``window_of``; ``cvta`` adds or removes
+those bases). An access outside its allocation is a finding: reads return NaN/garbage bytes
+(0xFF), writes are dropped, nothing crashes.
 
-Slots are drawn at random for every launch (``secrets``: nothing a student can seed or
-predict) among 2**22, so two buffers are at least 1 TiB apart and ``b - a`` differs from
-launch to launch: a pointer derived from ``a`` by a constant offset lands in no allocation,
-which is a finding, instead of reaching ``b`` as it would in a fixed layout. Only a kernel
-that takes both pointers can compute ``b - a``, and ``a + (b - a)`` then is ``b`` on any
-GPU as well (its accesses are counted and bounds-checked as ``b``'s); nothing else a
-kernel can read depends on where another buffer lies.
+Allocations lie ``MIN_GAP`` (4 GiB) apart at least, and ``b - a`` differs from launch to
+launch: a pointer derived from ``a`` by a constant offset lands outside ``a``'s bytes (a
+finding) and reaches ``b`` only by a guess that hits with probability about 4e-9 a launch
+(a 4000-byte ``b`` in 1 TiB), instead of as it would in a fixed layout. Only a kernel that
+takes both pointers can compute ``b - a``, and ``a + (b - a)`` then is ``b`` on any GPU as
+well (its accesses are counted and bounds-checked as ``b``'s); nothing else a kernel can
+read depends on where another buffer lies.
 
-Shared memory: each variable gets a 256-byte red zone before it (a multiple of 128, so
-banks are those of the GPU's own layout) and the block's memory starts as 0xFF garbage.
-Its shadow state (``shadow.py``) is kept per 4-byte word, or per byte for a kernel that
-reads or writes shared memory in pieces smaller than 4 bytes (a ``char`` or ``__half``
-array written by neighbouring threads must not read as a race)."""
+Shared memory: a block's first variable lies at offset 1024 of the shared window, as on an
+H200, which keeps the first 1 KiB of each block's shared memory for the system
+(``FIRST_SHARED``; the reserved region of ``special.reserved_shared`` lies there, short of a
+red zone); every later variable gets a 256-byte red zone before it (a multiple of 128, so
+banks, and alignments up to 256, are those of the GPU's own layout) and the block's memory
+starts as 0xFF garbage. Its shadow state (``shadow.py``) is kept per 4-byte word, or per
+byte for a kernel that reads or writes shared memory in pieces smaller than 4 bytes (a
+``char`` or ``__half`` array written by neighbouring threads must not read as a race)."""
 
 from __future__ import annotations
 
@@ -30,19 +37,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autograder.backends.occupancy import DEVICES
 from autograder.emulator.shadow import SharedShadow
 
-REGION_SHIFT = 40
+REGION_SHIFT = 40  # the windows' regions: 1 TiB each
 SHARED_REGION = 0xFE
 LOCAL_REGION = 0xFD
-SLOTS = 1 << 22  # global allocations' slots: addresses below 2**62, gaps of 1 TiB at least
-FIRST_SLOT = 0x100  # slots below: the null pointer's neighbourhood and the two windows
 _HALF = 1 << (REGION_SHIFT - 1)
+HEAP = (0x7F << 40, 0x80 << 40)  # where global allocations lie, as cudaMalloc's on an H200
+ALIGN = 512  # cudaMalloc's granularity: every allocation starts at a multiple
+MIN_GAP = 1 << 32  # between two allocations, at least (less for a launch of very many)
+NEAR_NULL = 1 << 40  # an address this close to 0: a null or uninitialised pointer
 RED_ZONE = 256
+FIRST_SHARED = DEVICES["sm_90"].reserved_shared  # 1024: the H200 keeps the bytes below per block
+RESERVED_REGION = "the block's reserved shared memory"  # below FIRST_SHARED; how findings name it
 GARBAGE = 0xFF
 
 
-def region_of(addr: np.ndarray | int):
+def window_of(addr: np.ndarray | int):
+    """The 1 TiB region of a generic address (``SHARED_REGION``, ``LOCAL_REGION``: a window)."""
     return (addr + _HALF) >> REGION_SHIFT
 
 
@@ -71,31 +84,64 @@ class Region:
 
 
 class GlobalMemory:
-    """The launch's global allocations, each at a random slot (see the module's docstring);
-    ``regions`` and ``by_name`` number them in the order they were added."""
+    """The launch's global allocations, each at a random address (see the module's
+    docstring); ``regions`` and ``by_name`` number them in the order they were added,
+    ``placed`` in the order of their addresses, ``starts`` holds those addresses and
+    ``edges`` where each one's part of ``HEAP`` begins (and, last, where the heap ends)."""
 
     def __init__(self):
         self.regions: list[Region | None] = [None]
         self.by_name: dict[str, int] = {}
-        self.by_slot: dict[int, Region] = {}
+        self.placed: list[Region] = []
+        self.starts: list[int] = []
+        self.edges: list[int] = [HEAP[0], HEAP[1]]
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
 
     def add(self, region: Region) -> int:
         """Place ``region`` and return its address."""
         self.regions.append(region)
         self.by_name[region.name] = len(self.regions) - 1
-        slot = self._free_slot()
-        self.by_slot[slot] = region
-        return slot << REGION_SHIFT
+        start = self._free_start(len(region.bytes))
+        k = bisect.bisect(self.starts, start)
+        self.starts.insert(k, start)
+        self.placed.insert(k, region)
+        halfway = [(self._end(j) + self.starts[j + 1]) // 2 for j in range(len(self.starts) - 1)]
+        self.edges = [HEAP[0], *halfway, HEAP[1]]
+        self._arrays = None
+        return start
 
-    def _free_slot(self) -> int:
-        """A random slot above the null pointer's and the windows' (below ``FIRST_SLOT``)."""
+    def _end(self, k: int) -> int:
+        return self.starts[k] + len(self.placed[k].bytes)
+
+    def _free_start(self, size: int) -> int:
+        """A random start, ``ALIGN``-aligned, whose allocation leaves the gap to the heap's
+        ends and to every other allocation (the gap narrows with the allocations' count)."""
+        gap = min(MIN_GAP, (HEAP[1] - HEAP[0]) // (16 * (len(self.placed) + 1)))
+        low, high = HEAP[0] + gap, HEAP[1] - gap - size
         while True:
-            slot = FIRST_SLOT + secrets.randbelow(SLOTS - FIRST_SLOT)
-            if slot not in self.by_slot:
-                return slot
+            start = low + secrets.randbelow((high - low) // ALIGN) * ALIGN
+            k = bisect.bisect(self.starts, start)
+            clear_before = k == 0 or self._end(k - 1) + gap <= start
+            clear_after = k == len(self.starts) or start + size + gap <= self.starts[k]
+            if clear_before and clear_after:
+                return start
 
-    def region(self, k: int) -> Region | None:
-        return self.by_slot.get(k)
+    def find(self, addr: int) -> tuple[Region | None, int]:
+        """The allocation whose part of the heap holds ``addr``, and its start (None, 0: none)."""
+        k = bisect.bisect(self.edges, addr) - 1
+        if 0 <= k < len(self.placed):
+            return self.placed[k], self.starts[k]
+        return None, 0
+
+    def owners(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per address: the index in ``placed`` of the allocation whose part of the heap holds
+        it (-1: none), and its offset from that allocation's start (the address: none)."""
+        if self._arrays is None:
+            self._arrays = np.array(self.edges, np.int64), np.array([*self.starts, 0], np.int64)
+        edges, starts = self._arrays
+        k = np.searchsorted(edges, a, side="right") - 1
+        k[k >= len(self.placed)] = -1
+        return k, a - starts[k]
 
 
 @dataclass
@@ -119,19 +165,21 @@ class SharedLayout:
     def __init__(self, variables, dynamic_bytes: int):
         self.vars: list[SharedVar] = []
         self.offset: dict[str, int] = {}
-        real = 0
-        dynamic = [v for v in variables if v.extern]
-        for count, v in enumerate([v for v in variables if not v.extern]):
+        for v in variables:
+            if v.name == RESERVED_REGION:
+                self._place(v.name, 0, v.size)
+        own = [v for v in variables if not v.extern and v.name != RESERVED_REGION]
+        real = 0  # the kernel's own variables as an H200 lays them, from FIRST_SHARED
+        for count, v in enumerate(own):
             real = _align(real, v.align)
-            self._place(v.name, real + RED_ZONE * (count + 1), v.size)
+            self._place(v.name, FIRST_SHARED + real + RED_ZONE * count, v.size)
             real += v.size
+        dynamic = [v for v in variables if v.extern]
         if dynamic:
-            real = _align(real, max(v.align for v in dynamic))
-            start = real + RED_ZONE * (len(self.vars) + 1)
+            start = FIRST_SHARED + _align(real, max(v.align for v in dynamic)) + RED_ZONE * len(own)
             for v in dynamic:
                 self.offset[v.name] = start
             self.vars.append(SharedVar(source_name(dynamic[0].name), start, dynamic_bytes))
-            real += dynamic_bytes
         end = max((v.start + v.size for v in self.vars), default=0)
         self.block_bytes = _align(end + RED_ZONE, 128)
         self.starts = np.array([v.start for v in self.vars], np.int64)

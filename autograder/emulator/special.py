@@ -70,10 +70,10 @@ Each register, and what it reads:
     more than 32 threads there, at ``_1``): shared-window addresses of its start, of the
     end of its part in use, and of its two offsets, and its size, laid out as an H200
     lays them (measured: 0, 288, 0, 0 and 1024, the kernel's own shared variables from
-    1024 on) inside a region the emulator allocates before the kernel's own shared
-    variables, with its own red zone, for a kernel that reads one of them
-    (``reserved_shared``): an access outside the region is out of bounds like any other,
-    and the kernel's variables never overlap it
+    1024 on), where an H200 has it: a region the emulator allocates at offset 0 of the
+    window, for a kernel that reads one of them (``reserved_shared``), 768 bytes long so
+    that the 256 below offset 1024 stay a red zone: an access outside the region is out of
+    bounds like any other, and the kernel's variables never overlap it
 
 Not emulated (:class:`~autograder.emulator.isa.NotEmulated`, naming the feature, when the
 instruction first runs): ``%pm0..7`` and ``%pm0_64..%pm7_64`` (performance monitor
@@ -94,6 +94,7 @@ import numpy as np
 
 from autograder.backends.occupancy import DEVICES, SMEM_UNIT
 from autograder.emulator.isa import NotEmulated, Sreg
+from autograder.emulator.memory import FIRST_SHARED, RED_ZONE, RESERVED_REGION
 from autograder.emulator.ptx import Variable
 
 H200 = DEVICES["sm_90"]  # its per-SM limits, measured on the device (bench/results/occupancy.md)
@@ -102,13 +103,12 @@ WARP_SLOTS = H200.warps_per_sm  # 64 resident warps an SM holds: %nwarpid
 BLOCK_SLOTS = H200.blocks_per_sm  # 32 resident blocks an SM holds
 CLOCK_HZ = 1.98e9  # the H200's SM clock under load
 TIMER_STEP_NS = 32  # %globaltimer's resolution
-RESERVED_SMEM = H200.reserved_shared  # 1 KiB sm_90 reserves per block (in %aggr_smem_size)
+RESERVED_SMEM = FIRST_SHARED  # the 1 KiB sm_90 reserves per block (in %aggr_smem_size)
 LONE_WARP_CPI = 3  # cycles per instruction of a warp alone on its SM (fits the measured loop)
 SM_SPREAD = 4_000_000  # cycles between the SMs' clocks, at most
 UPTIME_CYCLES = (20_000_000_000, 3_600_000_000_000)  # 10 s .. 30 min at 1.98 GHz
 AXES = {"x": 0, "y": 1, "z": 2}
 RESERVED = "%reserved_smem_offset_"
-RESERVED_REGION = "the block's reserved shared memory"  # how findings name it
 RESERVED_SMEM_OFFSETS = {"begin": 0, "end": 288, "0": 0, "1": 0}  # from its start, as an H200 reads them
 NOT_EMULATED = {
     "%pm": "the performance monitor counters",
@@ -172,7 +172,7 @@ def read(name: str, chunk):
     if name in launch.sizes:
         return launch.sizes[name]
     if name.startswith(RESERVED):
-        return _reserved(name.removeprefix(RESERVED), chunk)
+        return _reserved(name.removeprefix(RESERVED))
     if name in _WORKSPACE:
         return _WORKSPACE[name](chunk)
     for prefix, feature in NOT_EMULATED.items():
@@ -183,15 +183,15 @@ def read(name: str, chunk):
 
 def reserved_shared(program) -> list[Variable]:
     """The block's reserved shared memory as a shared variable, for a kernel that reads
-    where it lies (``machine.py`` lays it out first); none for any other kernel."""
+    where it lies (``memory.SharedLayout`` puts it at 0); none for any other kernel."""
     reads = any(type(o) is Sreg and o.name.startswith(RESERVED) for ins in program for o in ins.operands)
-    return [Variable(RESERVED_REGION, "shared", "b8", RESERVED_SMEM, 16)] if reads else []
+    return [Variable(RESERVED_REGION, "shared", "b8", FIRST_SHARED - RED_ZONE, 16)] if reads else []
 
 
-def _reserved(what: str, chunk) -> np.uint32:
+def _reserved(what: str) -> np.uint32:
     if what == "cap":
         return np.uint32(RESERVED_SMEM)
-    return np.uint32(chunk.shared.layout.offset[RESERVED_REGION] + RESERVED_SMEM_OFFSETS[what])
+    return np.uint32(RESERVED_SMEM_OFFSETS[what])  # the layout puts the region at 0
 
 
 def _component(base: str, axis: int, chunk):
