@@ -803,7 +803,9 @@ ATOM_OPS = ("add", "inc", "dec", "min", "max", "and", "or", "xor", "exch", "cas"
 def build_atom(ins: Instr, ch):
     dt = dtype_of(ins.type)
     op = next((m for m in ins.mods if m in ATOM_OPS), None)
-    if op is None or ("noftz" in ins.mods and dt.kind != "f"):
+    if op == "add" and ins.type in PACKED_ADD:  # atom.add.noftz.{f16,bf16}{,x2}: per half
+        dt, op = np.dtype(np.uint16 if ins.type in ("f16", "bf16") else np.uint32), ins.type
+    elif op is None or ("noftz" in ins.mods and dt.kind != "f"):
         raise Unsupported(f"{ins.op}.{'.'.join(ins.mods)}")
     has_dst = ins.op == "atom"
     operands = ins.operands[1:] if has_dst else ins.operands
@@ -861,7 +863,7 @@ def atomic(view: np.ndarray, el: np.ndarray, op: str, b: np.ndarray, c=None) -> 
     old = np.empty_like(b)
     if op == "add":
         return _atomic_add(view, el, b, order, se, starts, group)
-    if rounds <= starts.size or op in ("cas", "inc", "dec"):
+    if rounds <= starts.size or op in ("cas", "inc", "dec", *PACKED_ADD):
         by_round = order[np.argsort(rank, kind="stable")]
         bounds = np.concatenate([[0], np.cumsum(np.bincount(rank))])
         for r in range(rounds):
@@ -889,6 +891,35 @@ _ACCUMULATE = {
 }
 
 
+PACKED_ADD = ("f16", "bf16", "f16x2", "bf16x2")
+
+
+def packed_add(old, b, kind: str):
+    """Halves (f16 or bf16, one or a pair per word) added each on its own and rounded to
+    nearest even, subnormals kept (``.noftz``): an f16 sum is exact in f32, a bf16 sum in f64,
+    and each rounds once more from there without a double-rounding error (24 >= 2 * 11 + 2,
+    53 >= 2 * 8 + 2)."""
+    halves = (0, 16) if kind.endswith("x2") else (0,)
+    out = np.zeros(np.shape(old), np.uint32)
+    for shift in halves:
+        x, y = ((np.asarray(v).astype(np.uint32) >> np.uint32(shift)) & np.uint32(0xFFFF) for v in (old, b))
+        if kind.startswith("f16"):
+            total = x.astype(np.uint16).view(np.float16).astype(np.float32) + y.astype(np.uint16).view(np.float16)
+            bits = total.astype(np.float16).view(np.uint16).astype(np.uint32)
+        else:
+            total = ((x << np.uint32(16)).view(np.float32).astype(np.float64) + (y << np.uint32(16)).view(np.float32))
+            bits = _bf16_nearest(total.astype(np.float32))
+        out |= bits << np.uint32(shift)
+    return out.astype(np.asarray(old).dtype)
+
+
+def _bf16_nearest(f: np.ndarray) -> np.ndarray:
+    """The bf16 bits of f32 values, rounded to nearest even; NaN the canonical 0x7FFF."""
+    bits = f.view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16)
+    return np.where(np.isnan(f), np.uint64(0x7FFF), rounded).astype(np.uint32)
+
+
 def _atomic_add(view, el, b, order, se, starts, group):
     wide = np.float64 if b.dtype.kind == "f" else b.dtype
     sb = b[order].astype(wide)
@@ -906,6 +937,8 @@ def _atomic_add(view, el, b, order, se, starts, group):
 def _combine(op: str, old, b, c):
     if op == "add":
         return old + b
+    if op in PACKED_ADD:
+        return packed_add(old, b, op)
     if op == "min":
         return np.minimum(old, b)
     if op == "max":

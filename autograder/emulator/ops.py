@@ -9,7 +9,7 @@ from functools import partial
 import numpy as np
 
 from autograder.backends.base import Unsupported
-from autograder.emulator import aborts, access, collective, mma, wmma
+from autograder.emulator import aborts, access, collective, mma, rounding, wmma
 from autograder.emulator.isa import (
     BAR,
     BRA,
@@ -27,6 +27,7 @@ from autograder.emulator.isa import (
     immediate_bits,
 )
 from autograder.emulator.memory import LOCAL_REGION, REGION_SHIFT, SHARED_REGION
+from autograder.emulator.rounding import two_sum
 
 WIDE = {"s16": "s32", "u16": "u32", "s32": "s64", "u32": "u64", "s64": "s64", "u64": "u64"}
 ROUNDING = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "rna", "rs")
@@ -139,9 +140,12 @@ def build_half_pairs(ins: Instr, ch):
 def lanewise(
     ins: Instr, ch, fn, src_type: str | None = None, dst_type: str | None = None, n_src: int | None = None
 ):
-    """``d = fn(a, b, ...)`` for the lanes of one instruction."""
+    """``d = fn(a, b, ...)`` for the lanes of one instruction (an f32 result's NaNs made the
+    H200's where the instruction computes it)."""
     st = dtype_of(src_type or ins.type)
     dt = dtype_of(dst_type or src_type or ins.type)
+    if dt == np.float32 and ins.op in F32_ARITHMETIC:
+        fn = _canonical_after(fn)
     srcs = ins.operands[1:] if n_src is None else ins.operands[1 : 1 + n_src]
     gets = [ch.src(o, st) for o in srcs]
     put = ch.dst(ins.operands[0], dt)
@@ -155,6 +159,33 @@ def lanewise(
         a, b, c = gets
         return lambda idx: put(idx, fn(a(idx), b(idx), c(idx)))
     return lambda idx: put(idx, fn(*[g(idx) for g in gets]))
+
+
+# the f32 instructions whose NaN results an H200 makes 0x7FFFFFFF (not copysign, moves, selp)
+F32_ARITHMETIC = frozenset(
+    {
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "min",
+        "max",
+        "abs",
+        "neg",
+        "fma",
+        "mad",
+        "sqrt",
+        "rcp",
+        "rsqrt",
+        "ex2",
+        "lg2",
+    }
+    | {"sin", "cos", "tanh"}
+)
+
+
+def _canonical_after(fn):
+    return lambda *values: rounding.canonical(fn(*values))
 
 
 def every_lane(fast, build_slow):
@@ -184,9 +215,19 @@ def ufunc_op(ufunc):
         a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
         if d is None or a_full is None or b_full is None:
             return lanewise(ins, ch, ufunc)
+        if dt == np.float32:  # its NaNs made the H200's
+            return every_lane(
+                partial(_in_place_f32, ufunc, a_full, b_full, d), lambda: lanewise(ins, ch, ufunc)
+            )
         return every_lane(partial(ufunc, a_full, b_full, out=d), lambda: lanewise(ins, ch, ufunc))
 
     return build
+
+
+def _in_place_f32(ufunc, a, b, d) -> None:
+    ufunc(a, b, out=d)
+    if np.isnan(np.minimum.reduce(d)):
+        d[np.isnan(d)] = rounding.F32_NAN
 
 
 def _int_or_float(int_fn, float_fn):
@@ -206,17 +247,54 @@ def _saturating(ins, ch, fn):
 
 
 def build_add(ins, ch):
+    if modified_float(ins):
+        return build_rounded(ins, ch, rounding.add)
     return _saturating(ins, ch, np.add) if "sat" in ins.mods else ufunc_op(np.add)(ins, ch)
 
 
 def build_sub(ins, ch):
+    if modified_float(ins):
+        return build_rounded(ins, ch, lambda a, b, dt, mode: rounding.add(a, -b, dt, mode))
     return _saturating(ins, ch, np.subtract) if "sat" in ins.mods else ufunc_op(np.subtract)(ins, ch)
+
+
+FLOAT_MODIFIERS = frozenset({*rounding.DIRECTED, "ftz", "sat"})
+
+
+def modified_float(ins: Instr) -> bool:
+    """A float instruction numpy does not round as asked: a directed mode, ``.ftz``, ``.sat``."""
+    return ins.type in ("f32", "f64") and not FLOAT_MODIFIERS.isdisjoint(ins.mods)
+
+
+def build_rounded(ins: Instr, ch, exact):
+    """``d = op(a, ...)`` rounded as the instruction's modifiers say: ``exact(*operands, dtype, mode)``
+    gives the result rounded to nearest and the sign of what that lost (``rounding.py``);
+    ``.ftz`` flushes subnormal operands and results, ``.sat`` clamps to [0, 1]."""
+    dt = dtype_of(ins.type)
+    mode = next((m for m in ins.mods if m in rounding.DIRECTED), None)
+    ftz, sat = "ftz" in ins.mods, "sat" in ins.mods
+
+    def compute(*operands):
+        values = [np.asarray(o, dt) for o in operands]
+        if ftz:
+            values = [rounding.flush(v) for v in values]
+        near, residual = exact(*values, dt, mode)
+        out = rounding.directed(near, residual, mode).astype(dt)
+        if ftz:
+            out = rounding.flush(out)
+        return rounding.saturate(out) if sat else out
+
+    return lanewise(ins, ch, compute)
 
 
 def build_mul(ins, ch):
     dt = dtype_of(ins.type)
     if dt.kind == "f":
-        return ufunc_op(np.multiply)(ins, ch)
+        return (
+            build_rounded(ins, ch, rounding.multiply)
+            if modified_float(ins)
+            else ufunc_op(np.multiply)(ins, ch)
+        )
     if "wide" in ins.mods:
         wide = dtype_of(WIDE[ins.type])
 
@@ -286,6 +364,8 @@ def _mad(a, b, c):
 
 def build_fma(ins, ch):
     dt = dtype_of(ins.type)
+    if dt == np.float64 or modified_float(ins):
+        return build_rounded(ins, ch, rounding.fma)
     if dt == np.float32:
         # f32 products are exact in f64, so one f64 add then one rounding to f32 is a
         # fused multiply-add except for rare double-rounding ties.
@@ -294,22 +374,22 @@ def build_fma(ins, ch):
         if d is None or any(f is None for f in fulls):
             return lanewise(ins, ch, _fma_f32)
         a_full, b_full, c_full = fulls
-        scratch = ch.scratch(np.float64)
+        product, total = ch.scratch(np.float64), ch.scratch(np.float64, slot=1)
 
         def fast():
-            np.multiply(a_full, b_full, out=scratch, dtype=np.float64)
-            np.add(scratch, c_full, out=scratch)
-            np.copyto(d, scratch, casting="unsafe")  # the f64 sum, rounded once
+            np.multiply(a_full, b_full, out=product, dtype=np.float64)
+            np.add(product, c_full, out=total)
+            rounding.settle(d, total, product, c_full)  # rounded once from the exact sum
 
         return every_lane(fast, lambda: lanewise(ins, ch, _fma_f32))
-    if dt == np.float16:  # f16 products are exact in f64: one rounding, as fused
-        return lanewise(ins, ch, lambda a, b, c: (a.astype(np.float64) * b + c).astype(dt))
-    # f64: numpy has no fused multiply-add; the product is rounded once more.
-    return lanewise(ins, ch, lambda a, b, c: a * b + c)
+    # f16 products are exact in f64, and so is their sum with an f16: one rounding, as fused
+    return lanewise(ins, ch, lambda a, b, c: (a.astype(np.float64) * b + c).astype(dt))
 
 
 def _fma_f32(a, b, c):
-    return (np.multiply(a, b, dtype=np.float64) + c).astype(np.float32)
+    """The product exact in f64, the sum rounded to odd there, then once to f32."""
+    s, e = two_sum(np.multiply(a, b, dtype=np.float64), np.asarray(c, np.float64))
+    return rounding.canonical(rounding.to_odd(s, e).astype(np.float32))
 
 
 FUSED_LANES = 8192  # chunks of up to this many lanes run a run of independent fmas as one
@@ -374,13 +454,16 @@ def build_fma_run(run: list[Instr], ch):
 
     out = table[d[0] : d[0] + len(run)] if _consecutive(d) else None
 
+    sums = ch.scratch(np.float64, len(run), slot=3)
+    narrow = ch.scratch(np.float32, len(run), slot=4) if out is None else out
+
     def fused():
         multiply()
-        if out is not None:  # the f64 sums rounded once, as they land
-            np.add(total, addend(), out=out, casting="unsafe")
-        else:
-            np.add(total, addend(), out=total)
-            table[d] = total
+        c = addend()
+        np.add(total, c, out=sums)
+        rounding.settle(narrow, sums, total, c)  # each sum rounded once from the exact one
+        if out is None:
+            table[d] = narrow
 
     return fused
 
@@ -414,44 +497,78 @@ def _rows(ch, table: np.ndarray, index: np.ndarray, slot: int):
 def build_div(ins, ch):
     dt = dtype_of(ins.type)
     if dt.kind == "f":
-        return ufunc_op(np.divide)(ins, ch)
-    # C division truncates toward zero; PTX leaves x/0 unspecified (here: all ones bits).
+        if "approx" in ins.mods or "full" in ins.mods:  # within the ISA's bound of the exact quotient
+            return (
+                build_rounded(ins, ch, rounding.divide) if "ftz" in ins.mods else ufunc_op(np.divide)(ins, ch)
+            )
+        return (
+            build_rounded(ins, ch, rounding.divide) if modified_float(ins) else ufunc_op(np.divide)(ins, ch)
+        )
     return lanewise(ins, ch, lambda a, b: int_div(a, b, dt))
 
 
 def int_div(a, b, dt):
-    a = np.asarray(a)
-    b = np.asarray(b)
+    """C division, truncating toward zero, wrapping (MIN / -1 is MIN); x / 0 is all ones bits on
+    an H200 (measured)."""
+    a, b = np.asarray(a).astype(dt), np.asarray(b).astype(dt)
     zero = b == 0
-    safe = np.where(zero, 1, b).astype(dt)
     if dt.kind == "u":
-        q = a // safe
-    else:
-        q = (np.abs(a.astype(np.int64)) // np.abs(safe.astype(np.int64))).astype(dt)
-        q = np.where((a < 0) != (safe < 0), -q, q).astype(dt)
+        q = a // np.where(zero, 1, b).astype(dt)
+    else:  # magnitudes as unsigned, where |MIN| fits
+        magnitude = np.dtype(f"u{dt.itemsize}")
+        q = (_magnitude(a, magnitude) // _magnitude(np.where(zero, 1, b).astype(dt), magnitude)).view(dt)
+        q = np.where((a < 0) != (b < 0), -q, q).astype(dt)
     return np.where(zero, np.array(-1).astype(dt), q).astype(dt)
+
+
+def _magnitude(a, unsigned):
+    bits = a.view(unsigned)
+    return np.where(a < 0, ~bits + unsigned.type(1), bits)
 
 
 def build_rem(ins, ch):
     dt = dtype_of(ins.type)
-    # C remainder takes the sign of the dividend: numpy's fmod, not its mod.
-    return lanewise(ins, ch, lambda a, b: np.fmod(a, np.where(b == 0, 1, b).astype(dt)).astype(dt))
+    # C remainder takes the sign of the dividend; x % 0 is all ones bits (measured)
+    return lanewise(ins, ch, lambda a, b: int_rem(a, b, dt))
+
+
+def int_rem(a, b, dt):
+    a, b = np.asarray(a).astype(dt), np.asarray(b).astype(dt)
+    with np.errstate(over="ignore"):
+        r = (a - int_div(a, b, dt) * b).astype(dt)
+    return np.where(b == 0, np.array(-1).astype(dt), r).astype(dt)
 
 
 def build_min(ins, ch):
-    return _int_or_float(np.minimum, np.fmin)(ins, ch)  # PTX min.f32 ignores a NaN operand
+    return _extreme(ins, ch, smaller=True)
 
 
 def build_max(ins, ch):
-    return _int_or_float(np.maximum, np.fmax)(ins, ch)
+    return _extreme(ins, ch, smaller=False)
+
+
+def _extreme(ins: Instr, ch, smaller: bool):
+    """min/max: integers as numpy; floats ignore a NaN operand (``.NaN``: propagate it) and put
+    -0 below +0 (measured); ``.ftz`` flushes subnormal operands first."""
+    if dtype_of(ins.type).kind != "f":
+        return ufunc_op(np.minimum if smaller else np.maximum)(ins, ch)
+    ftz, propagate = "ftz" in ins.mods, "NaN" in ins.mods
+
+    def extreme(a, b):
+        if ftz:
+            a, b = rounding.flush(a), rounding.flush(b)
+        out = _ordered(a, b, smaller)
+        return np.where(np.isnan(a) | np.isnan(b), a + b, out) if propagate else out
+
+    return lanewise(ins, ch, extreme)
 
 
 def build_abs(ins, ch):
-    return lanewise(ins, ch, np.abs)
+    return lanewise(ins, ch, lambda a: np.abs(rounding.flush(a)) if "ftz" in ins.mods else np.abs(a))
 
 
 def build_neg(ins, ch):
-    return lanewise(ins, ch, np.negative)
+    return lanewise(ins, ch, lambda a: -rounding.flush(a) if "ftz" in ins.mods else np.negative(a))
 
 
 def build_not(ins, ch):
@@ -573,30 +690,48 @@ def build_sad(ins, ch):
 
 
 def build_bfe(ins, ch):
+    """Bit field extract, as the ISA writes it: ``len`` bits of ``a`` from ``pos`` (each taken
+    from its operand's low 8 bits), bits past the source's top one and above ``len`` are the
+    sign bit (``.s``: ``a[min(pos + len - 1, msb)]``) or zero (``.u``)."""
     dt = dtype_of(ins.type)
     bits = 8 * dt.itemsize
-
-    def bfe(a, pos, length):
-        pos = np.minimum(np.asarray(pos).astype(np.int64) & 0xFF, bits)
-        length = np.minimum(np.asarray(length).astype(np.int64) & 0xFF, bits)
-        ux = np.asarray(a).astype(dt).view(np.dtype(f"u{dt.itemsize}")).astype(np.uint64)
-        field = (ux >> pos.astype(np.uint64)) & ((np.uint64(1) << length.astype(np.uint64)) - np.uint64(1))
-        if dt.kind == "i":  # sign-extend from the field's top bit (or the source's when past it)
-            top = np.minimum(pos + length - 1, bits - 1)
-            sign = (ux >> top.astype(np.uint64)) & np.uint64(1)
-            low_bits = (np.uint64(1) << length.astype(np.uint64)) - np.uint64(1)
-            ext = np.where((sign == 1) & (length > 0), ~low_bits, np.uint64(0))
-            field = np.where(length == 0, np.uint64(0), field | ext)
-        return field.astype(np.dtype(f"u{dt.itemsize}")).view(dt)
-
-    st = ins.type
-    a = ch.src(ins.operands[1], dtype_of(st))
+    a = ch.src(ins.operands[1], dt)
     pos_, len_ = (ch.src(o, np.uint32) for o in ins.operands[2:4])
     put = ch.dst(ins.operands[0], dt)
+
+    def bfe(a, pos, length):
+        pos, length = _field_operand(pos, bits), _field_operand(length, bits)
+        ux = np.asarray(a).astype(dt).view(np.dtype(f"u{dt.itemsize}")).astype(np.uint64)
+        taken = np.clip(bits - pos, 0, length)
+        field = np.where(pos < bits, ux >> np.minimum(pos, 63).astype(np.uint64), np.uint64(0)) & _low_bits(
+            taken
+        )
+        if dt.kind == "i":
+            top = np.minimum(pos + length - 1, bits - 1).astype(np.uint64)
+            sign = ((ux >> top) & np.uint64(1)).astype(bool) & (length > 0)
+            field = field | np.where(sign, ~_low_bits(taken), np.uint64(0))
+        return field.astype(np.dtype(f"u{dt.itemsize}")).view(dt)
+
     return lambda idx: put(idx, bfe(a(idx), pos_(idx), len_(idx)))
 
 
+def _field_operand(value, bits: int) -> np.ndarray:
+    """A bit field's position or length: its operand's low 8 bits (measured on the H200 for
+    32-bit fields; 64-bit ones clamp the whole operand to 255)."""
+    value = np.asarray(value).astype(np.int64)
+    return (value & 0xFF) if bits == 32 else np.minimum(value, 255)
+
+
+def _low_bits(n) -> np.ndarray:
+    """Masks of the ``n`` low bits (``n`` up to 64 and beyond), as uint64."""
+    n = np.asarray(n).astype(np.int64)
+    ones = (np.uint64(1) << np.minimum(n, 63).astype(np.uint64)) - np.uint64(1)
+    return np.where(n >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), ones)
+
+
 def build_bfi(ins, ch):
+    """Bit field insert: ``b`` with bits ``pos .. pos + len - 1`` (those below the top) taken
+    from the low bits of ``a``."""
     dt = dtype_of(ins.type)
     u = np.dtype(f"u{dt.itemsize}")
     bits = 8 * dt.itemsize
@@ -605,19 +740,32 @@ def build_bfi(ins, ch):
     put = ch.dst(ins.operands[0], u)
 
     def run(idx):
-        pos = np.minimum(np.asarray(pos_(idx)).astype(np.uint64) & np.uint64(0xFF), np.uint64(bits))
-        length = np.minimum(np.asarray(len_(idx)).astype(np.uint64) & np.uint64(0xFF), np.uint64(bits))
-        mask = (((np.uint64(1) << length) - np.uint64(1)) << pos) & np.uint64((1 << bits) - 1)
+        pos, length = _field_operand(pos_(idx), bits), _field_operand(len_(idx), bits)
+        inside = pos < bits
+        shift = np.minimum(pos, 63).astype(np.uint64)
+        mask = np.where(inside, _low_bits(np.clip(bits - pos, 0, length)) << shift, np.uint64(0))
         av = np.asarray(a(idx)).astype(np.uint64)
         bv = np.asarray(b(idx)).astype(np.uint64)
-        put(idx, ((bv & ~mask) | ((av << pos) & mask)).astype(u))
+        put(idx, ((bv & ~mask) | ((av << shift) & mask)).astype(u))
 
     return run
 
 
+# prmt's modes: which byte of {b, a} each byte of d takes, from the selector's low two bits
+PRMT_MODES = {
+    "f4e": lambda c, i: (c + i) % 8,  # forward 4 extract
+    "b4e": lambda c, i: (c - i) % 8,  # backward 4 extract
+    "rc8": lambda c, i: c,  # replicate 8
+    "ecl": lambda c, i: np.maximum(c, i),  # edge clamp left
+    "ecr": lambda c, i: np.minimum(c, i),  # edge clamp right
+    "rc16": lambda c, i: 2 * (c & 1) + (i & 1),  # replicate 16
+}
+
+
 def build_prmt(ins, ch):
-    if len(ins.mods) > 1:
-        raise Unsupported("prmt modes")
+    """Byte permute: each byte of d is a byte of the pair {b, a} that the selector names (its
+    top bit replicating that byte's sign), or, in a mode, a fixed pattern (``PRMT_MODES``)."""
+    mode = next((PRMT_MODES[m] for m in ins.mods if m in PRMT_MODES), None)
     a, b, c = (ch.src(o, np.uint32) for o in ins.operands[1:4])
     put = ch.dst(ins.operands[0], np.uint32)
 
@@ -628,7 +776,10 @@ def build_prmt(ins, ch):
         both = av | (bv << np.uint64(32))
         out = np.zeros(np.broadcast(av, bv, sel).shape, np.uint64)
         for k in range(4):
-            s = (sel >> np.uint64(4 * k)) & np.uint64(0xF)
+            if mode is None:
+                s = (sel >> np.uint64(4 * k)) & np.uint64(0xF)
+            else:
+                s = np.asarray(mode(sel & np.uint64(3), np.uint64(k))).astype(np.uint64)
             byte = (both >> ((s & np.uint64(7)) * np.uint64(8))) & np.uint64(0xFF)
             byte = np.where(
                 s & np.uint64(8), np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0)), byte
@@ -804,43 +955,72 @@ INT_ROUND = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
 
 def build_cvt(ins, ch):
     dst_type, src_type = ins.types[0], ins.types[1]
-    rounding = next((m for m in ins.mods if m in ROUNDING), None)
-    sat = "sat" in ins.mods
+    mode = next((m for m in ins.mods if m in ROUNDING), None)
+    sat, ftz = "sat" in ins.mods, "ftz" in ins.mods
     if dst_type == "tf32":
-        return lanewise(ins, ch, lambda a: tf32_bits(a, rounding, "satfinite" in ins.mods), src_type, "u32")
+        return lanewise(ins, ch, lambda a: tf32_bits(a, mode, "satfinite" in ins.mods), src_type, "u32")
     if src_type == "bf16":  # exactly the f32 whose top half it is, converted from there
         return lanewise(
-            ins, ch, lambda a: convert(bf16_values(a), dst_type, "f32", rounding, sat), src_type, dst_type
+            ins, ch, lambda a: convert(bf16_values(a), dst_type, "f32", mode, sat), src_type, dst_type
         )
     if dst_type in ("bf16", "bf16x2"):
-        return build_cvt_to_bf16(ins, ch, rounding or "rn")
+        return build_cvt_to_bf16(ins, ch, mode or "rn")
+    if dst_type == "f16x2":  # cvt.rn.f16x2.f32 d, a, b: a in the upper half, b in the lower
+        halves = lambda a, b: (_f16_bits(a, mode) << np.uint32(16)) | _f16_bits(b, mode)  # noqa: E731
+        return lanewise(ins, ch, halves, src_type, "u32")
     return lanewise(
-        ins, ch, lambda a: convert(a, dst_type, src_type, rounding, sat), src_type=src_type, dst_type=dst_type
+        ins,
+        ch,
+        lambda a: convert(a, dst_type, src_type, mode, sat, ftz),
+        src_type=src_type,
+        dst_type=dst_type,
     )
 
 
-def convert(a, dst_type: str, src_type: str, rounding: str | None, sat: bool):
+def _f16_bits(a, mode):
+    return convert(a, "f16", "f32", mode, False).view(np.uint16).astype(np.uint32)
+
+
+def convert(a, dst_type: str, src_type: str, mode: str | None, sat: bool, ftz: bool = False):
     dt, st = dtype_of(dst_type), dtype_of(src_type)
     a = np.asarray(a)
-    if dt.kind == "f" and st.kind == "f":
-        if rounding in INT_ROUND:  # cvt.rni.f32.f32: round to an integral value
-            return INT_ROUND[rounding](a).astype(dt)
-        out = a.astype(dt)  # numpy rounds to nearest; .rz/.rm/.rp narrowing is not modelled
-        return np.clip(out, 0, 1).astype(dt) if sat else out
     if dt.kind in "iu" and st.kind == "f":
-        # PTX float -> int rounds as asked and saturates; NaN becomes 0.
-        rounded = INT_ROUND.get(rounding or "rzi", np.trunc)(a.astype(np.float64))
-        info = np.iinfo(dt)
-        rounded = np.nan_to_num(rounded, nan=0.0)
-        return np.clip(rounded, info.min, info.max).astype(dt)
-    if dt.kind == "f":  # int -> float, rounded to nearest (.rz/.rm/.rp not modelled)
-        return a.astype(dt)
+        return float_to_int(a, dt, mode)
+    if dt.kind in "iu":
+        return saturated(a, dt) if sat else a.astype(dt)  # else truncation or extension by the source's type
+    if ftz:
+        a = rounding.flush(a)
+    if mode in INT_ROUND:  # cvt.rni.f32.f32: round to an integral value
+        out = INT_ROUND[mode](a).astype(dt)
+    elif st.kind == "f" and dt.itemsize >= st.itemsize:
+        out = a.astype(dt)  # exact
+    else:  # narrower floats and integers: rounded as asked
+        out = rounding.directed(*rounding.narrowed(a, dt), mode).astype(dt)
+    if ftz:
+        out = rounding.flush(out)
     if sat:
-        info = np.iinfo(dt)
-        return np.clip(
-            a.astype(np.float64) if st.itemsize == 8 else a.astype(np.int64), info.min, info.max
-        ).astype(dt)
-    return a.astype(dt)  # integer truncation or sign/zero extension by the source's type
+        out = rounding.saturate(out)
+    return rounding.canonical(out) if st.kind == "f" and st.itemsize <= 4 else out
+
+
+def float_to_int(a, dt: np.dtype, mode: str | None):
+    """Rounded as asked (``.rzi`` by default) and saturated; NaN becomes 0 from an f32 into 32
+    bits or fewer, else the integer with only its top bit set (measured on the H200)."""
+    rounded = INT_ROUND.get(mode or "rzi", np.trunc)(a.astype(np.float64))
+    info = np.iinfo(dt)
+    nan = np.isnan(rounded)
+    high, low = rounded >= float(info.max), rounded <= float(info.min)
+    out = np.where(high | low | nan, 0.0, rounded).astype(dt)
+    out = np.where(high, dt.type(info.max), np.where(low, dt.type(info.min), out))
+    nan_value = 0 if a.dtype == np.float32 and dt.itemsize <= 4 else 1 << (8 * dt.itemsize - 1)
+    return np.where(nan, np.array(nan_value, np.uint64).astype(dt), out).astype(dt)
+
+
+def saturated(a, dt: np.dtype):
+    """An integer clamped to the range of the integer type ``dt``."""
+    src, dst = np.iinfo(a.dtype), np.iinfo(dt)
+    low, high = max(src.min, dst.min), min(src.max, dst.max)
+    return np.clip(a, a.dtype.type(low), a.dtype.type(high)).astype(dt)
 
 
 def build_cvt_to_bf16(ins: Instr, ch, rounding: str):
@@ -869,9 +1049,12 @@ def exactly(a, type_: str):
 def tf32_bits(a, rounding: str | None, satfinite: bool) -> np.ndarray:
     """``cvt.{rna,rn,rz}{.satfinite}.tf32.f32``: an f32 with its low 13 bits rounded away
     (.rna: ties away from zero); NaN is the canonical 0x7FFFFFFF, .satfinite clamps an
-    infinite result to the largest finite tf32."""
+    infinite result to the largest finite tf32. ``.rna`` is bit arithmetic on every input, NaNs
+    included, as on an H200 (measured: 0x7F800001 becomes 0x7F800000)."""
     f = np.atleast_1d(np.asarray(a, np.float32))
     bits = f.view(np.uint32).astype(np.uint64)
+    if rounding == "rna" and not satfinite:
+        return ((bits + 0x1000) & np.uint64(0xFFFFE000)).astype(np.uint32)
     if rounding == "rn":
         bits = bits + 0xFFF + ((bits >> np.uint64(13)) & np.uint64(1))
     elif rounding != "rz":
@@ -898,14 +1081,6 @@ def bf16_values(bits) -> np.ndarray:
     return (low << np.uint32(16)).view(np.float32)
 
 
-def two_sum(a, b):
-    """(s, e): s = a + b rounded, s + e = a + b exactly (Knuth); e = 0 where s overflows."""
-    s = a + b
-    b_part = s - a
-    e = (a - (s - b_part)) + (b - b_part)
-    return s, np.where(np.isfinite(s), e, 0.0)
-
-
 def bf16_bits(hi, lo=0.0, rounding: str = "rn", relu: bool = False) -> np.ndarray:
     """The bf16 (uint32, low 16 bits) of the exact value ``hi + lo`` (f64, ``lo`` at most
     half an ulp of ``hi``), rounded to nearest even (rn), toward zero (rz), down (rm) or up
@@ -913,8 +1088,9 @@ def bf16_bits(hi, lo=0.0, rounding: str = "rn", relu: bool = False) -> np.ndarra
     last bit set if anything was lost), which keeps what a second rounding needs: the
     bf16 is rounded once from the exact value, never twice."""
     hi = np.atleast_1d(np.asarray(hi, np.float64))
-    if relu:
-        hi, lo = np.where(hi < 0, 0.0, hi), np.where(hi < 0, 0.0, lo)
+    if relu:  # negatives and -0 become +0 (measured)
+        negative = np.signbit(hi) & ~np.isnan(hi)
+        hi, lo = np.where(negative, 0.0, hi), np.where(negative, 0.0, lo)
     f = hi.astype(np.float32)
     rest = (hi - f) + lo
     inexact = (rest != 0) & np.isfinite(hi)
@@ -991,11 +1167,17 @@ def build_bf16(ins: Instr, ch):
     return run
 
 
-def build_math(fn):
+def build_math(fn, exact=None):
     """Approximate math (rcp, sqrt, rsqrt, ex2, lg2, sin, cos, tanh): computed exactly in the
-    instruction's precision, which is within the hardware's stated error bounds."""
+    instruction's precision, which is within the hardware's stated error bounds (the
+    conformance suite measures how far an H200's answers are). ``.ftz`` flushes subnormal
+    operands and results; ``exact``: the correctly rounded form (``rcp.rz``, ``sqrt.rn``, ...)."""
 
     def build(ins, ch):
+        if exact is not None and modified_float(ins):
+            return build_rounded(ins, ch, exact)
+        if "ftz" in ins.mods:
+            return lanewise(ins, ch, lambda a: rounding.flush(fn(rounding.flush(a))))
         return lanewise(ins, ch, fn)
 
     return build
@@ -1022,7 +1204,8 @@ def build_testp(ins, ch):
         "infinite": np.isinf,
         "number": lambda a: ~np.isnan(a),
         "notanumber": np.isnan,
-        "normal": lambda a: np.isfinite(a) & (np.abs(a) >= np.finfo(a.dtype).tiny),
+        # an H200 calls zero normal (measured): finite and not subnormal
+        "normal": lambda a: np.isfinite(a) & ~((a != 0) & (np.abs(a) < np.finfo(a.dtype).tiny)),
         "subnormal": lambda a: (a != 0) & (np.abs(a) < np.finfo(a.dtype).tiny),
     }
     return lanewise(ins, ch, tests[kind], src_type=ins.type, dst_type="pred")
@@ -1068,8 +1251,10 @@ OPS = {
     "cvta": build_cvta,
     "testp": build_testp,
     "copysign": build_copysign,
-    "rcp": build_math(lambda a: (1 / a).astype(a.dtype)),
-    "sqrt": build_math(np.sqrt),
+    "rcp": build_math(
+        lambda a: (1 / a).astype(a.dtype), lambda a, dt, mode: rounding.divide(np.ones_like(a), a, dt)
+    ),
+    "sqrt": build_math(np.sqrt, rounding.square_root),
     "rsqrt": build_math(lambda a: (1 / np.sqrt(a)).astype(a.dtype)),
     "ex2": build_math(np.exp2),
     "lg2": build_math(np.log2),
