@@ -11,13 +11,24 @@ on its PTX as a GPU's driver would need it: one compile gives the PTX, the cubin
 verbose report (registers, spills, shared memory: :func:`ptxas_figures`), and what ptxas
 refuses (inline PTX it does not know, a feature of a newer GPU, a limit of this one) is the
 student's :class:`PtxasRefusal` on every backend, with ptxas's message on the source line.
+
+NVRTC runs ptxas inside its own process, and ptxas can crash on hostile PTX (``st.param`` to a
+global address segfaults it): every compile therefore runs in a forked child
+(:func:`_in_child`), and a child killed by a signal is the student's compile error naming the
+kernel's inline asm (:func:`_crashed`), never the grader's crash. The child costs about 20 ms
+a compile (the fork, and the pages its compile touches): vector_add's 50 ms became 70, and
+gemm_tensor_core's 2.3 s did not move beyond the noise; a ``python -m`` child would spend 340 ms
+starting. The cache of compiles stays in this process.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import os
+import pickle
 import re
+import signal
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
@@ -179,6 +190,19 @@ def _pip_include_dirs() -> list[Path]:
 
 @functools.lru_cache(maxsize=64)
 def _compile(program: Program, arch: str) -> Compiled:
+    """``program`` compiled for ``arch`` in a child process, which a crash of NVRTC or ptxas kills
+    instead of the grader; the crash becomes the student's compile error (:func:`_crashed`)."""
+    outcome = _in_child(_compile_here, program, arch)
+    if isinstance(outcome, Compiled):
+        return outcome
+    if arch.startswith("sm_"):
+        virtual = _in_child(_compile_here, program, "compute_90")  # the same compile without ptxas
+        if isinstance(virtual, Compiled):
+            raise PtxasRefusal(_crashed(outcome, program, "ptxas, NVIDIA's assembler,", virtual.ptx))
+    raise CompileError(_crashed(outcome, program, "NVRTC, NVIDIA's CUDA compiler,", ""))
+
+
+def _compile_here(program: Program, arch: str) -> Compiled:
     from cuda.bindings import nvrtc
 
     err, prog = nvrtc.nvrtcCreateProgram(
@@ -211,6 +235,123 @@ def _compile(program: Program, arch: str) -> Compiled:
         return Compiled(ptx, cubin, lowered.decode(), log)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal a child gets when its parent dies
+
+
+def _in_child(compile_, program: Program, arch: str) -> Compiled | int:
+    """``compile_(program, arch)`` in a forked child: its result, its exception raised here, or
+    the number of the signal that killed the child (a crash inside NVRTC or ptxas).
+
+    A fork per compile, not a fresh interpreter (which spends 340 ms importing NVRTC) nor a
+    long-lived compile server (which a hostile compile could leave corrupt for the next
+    student's): the child has NVRTC loaded already and dies with its compile. The child only calls
+    NVRTC and pickles, then leaves with ``os._exit`` (no atexit handler, no flush of the
+    parent's buffers); it dies with its parent (``PR_SET_PDEATHSIG``), so a grader killed for
+    its time limit leaves no compile running.
+    """
+    if not hasattr(os, "fork"):  # Windows: no fork, and no isolation
+        return compile_(program, arch)
+    from cuda.bindings import nvrtc  # loaded before the fork: the child imports nothing
+
+    nvrtc.nvrtcVersion()
+    readable, writable = os.pipe()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            os.close(readable)
+            _die_with(parent)
+            if faulthandler.is_enabled():
+                faulthandler.disable()  # a crash here is reported by the parent, not as a traceback
+            try:
+                answer = pickle.dumps(("compiled", compile_(program, arch)))
+            except BaseException as error:  # any: raised again in the parent
+                answer = _pickled_error(error)
+            with os.fdopen(writable, "wb") as pipe:
+                pipe.write(answer)
+        finally:
+            os._exit(0)
+    os.close(writable)
+    reaped = False
+    try:
+        with os.fdopen(readable, "rb") as pipe:
+            answer = pipe.read()  # all of it before waiting: a big cubin outgrows the pipe's buffer
+        _pid, status = os.waitpid(pid, 0)
+        reaped = True
+    finally:
+        if not reaped:  # interrupted: leave no child behind
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return os.WTERMSIG(status)
+    if not answer:
+        raise CompileError(
+            f"the compiler stopped without an answer (exit status {os.waitstatus_to_exitcode(status)})"
+        )
+    kind, value = pickle.loads(answer)
+    if kind == "compiled":
+        return value
+    if kind == "refused":
+        cls, log = value
+        raise cls(log)
+    raise value
+
+
+def _die_with(parent: int) -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the child ends with its compile anyway
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(0)
+
+
+def _pickled_error(error: BaseException) -> bytes:
+    """``error`` for the parent: a :class:`CompileError` as its class and log (pickling it
+    whole would rebuild it from its message, "compilation failed:" twice)."""
+    if isinstance(error, CompileError):
+        return pickle.dumps(("refused", (type(error), error.log)))
+    try:
+        return pickle.dumps(("raised", error))
+    except Exception:  # one that does not pickle is sent as its words
+        return pickle.dumps(("raised", RuntimeError(f"{type(error).__name__}: {error}")))
+
+
+_INLINE_ASM = "// begin inline asm"  # NVRTC brackets each inline asm statement's PTX with these
+
+
+def _crashed(signal_number: int, program: Program, what: str, ptx: str) -> str:
+    """The student's words for a compile that crashed the compiler: the signal, and where to
+    look: the source lines of the kernel's inline asm (from PTX compiled without ptxas), or
+    the kernel."""
+    try:
+        name = f"signal {signal_number}, {signal.Signals(signal_number).name}"
+    except ValueError:
+        name = f"signal {signal_number}"
+    lines = ptx.splitlines()
+    number = _file_number(ptx, program.filename)
+    asm = sorted(
+        {
+            line
+            for k, text in enumerate(lines)
+            if text.strip() == _INLINE_ASM and (line := _source_line(lines[:k], number))
+        }
+    )
+    if len(asm) == 1:
+        where, look = f"{program.filename}({asm[0]})", f"look at the inline asm on line {asm[0]}"
+    elif asm:
+        where = program.filename
+        look = "look at the inline asm on lines " + ", ".join(str(line) for line in asm)
+    else:
+        where, look = program.filename, f"look at the kernel {program.kernel}"
+    return (
+        f"{where}: error: {what} crashed on this kernel ({name}); a GPU's compiler would fail "
+        f"on it too: {look}"
+    )
 
 
 def _student_log(log: str, program: Program) -> str:

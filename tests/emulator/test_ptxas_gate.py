@@ -7,6 +7,10 @@ failure. No GPU needed."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +19,7 @@ import pytest
 from autograder.backends import Backends
 from autograder.backends.base import Buffer, CompileError, Launch, LaunchFailure, Program, Scalar
 from autograder.backends.emulator import EmulatorBackend
-from autograder.compiler import _compile, _refusal, compile_ptx
+from autograder.compiler import Compiled, PtxasRefusal, _compile, _crashed, _in_child, _refusal, compile_ptx
 from autograder.model import read_course
 from autograder.pipeline import grade_submission
 from autograder.resources import kernel_resources
@@ -178,3 +182,57 @@ def _grade(submission: Path):
     course = dataclasses.replace(course, specs={**course.specs, "vector_add": small})
     backends = Backends(EmulatorBackend(), EmulatorBackend())
     return grade_submission(submission, course, backends, seed=3, assignments=["vector_add"])
+
+
+# ----- a compile that crashes ptxas -------------------------------------------------------
+# NVRTC 13.5's ptxas, which runs inside NVRTC's process, segfaults on a st.param to a global
+# address: every compile runs in a forked child, and the crash is the student's compile error.
+ST_PARAM = 'asm volatile("st.param.u32 [%0], %1;" :: "l"(y), "r"(v) : "memory");'
+CRASHES_IN_PROCESS = """import sys
+from autograder.backends.base import Program
+from autograder.compiler import _compile_here
+_compile_here(Program(sys.stdin.read(), "kernel.cu", "k"), "sm_90")
+"""
+
+
+def test_ptxas_crashing_on_the_kernel_is_the_students_compile_error_not_the_graders_crash():
+    log = _refused(ST_PARAM)
+    assert log == (
+        f"{FILE}(4): error: ptxas, NVIDIA's assembler, crashed on this kernel (signal 11, SIGSEGV); "
+        "a GPU's compiler would fail on it too: look at the inline asm on line 4"
+    )
+
+
+def test_the_same_compile_in_this_process_kills_it():
+    # what the test above guards against: without the child, the grader dies with ptxas
+    source = ASM.replace("STATEMENT", ST_PARAM)
+    crashed = subprocess.run(
+        [sys.executable, "-c", CRASHES_IN_PROCESS], input=source, text=True, capture_output=True, cwd=ROOT
+    )
+    assert crashed.returncode == -signal.SIGSEGV, crashed.stderr[-2000:]
+
+
+def test_a_crashed_compile_of_a_kernel_without_inline_asm_names_the_kernel():
+    message = _crashed(signal.SIGABRT, Program("", FILE, "k"), "NVRTC, NVIDIA's CUDA compiler,", "")
+    assert message == (
+        f"{FILE}: error: NVRTC, NVIDIA's CUDA compiler, crashed on this kernel (signal 6, SIGABRT); "
+        "a GPU's compiler would fail on it too: look at the kernel k"
+    )
+
+
+def _refuses(program: Program, arch: str):
+    raise PtxasRefusal("kernel.cu(4): error: x")
+
+
+def test_the_child_reports_a_signal_and_hands_back_results_and_errors_intact():
+    program = Program(ASM.replace("STATEMENT", ""), FILE, "k")
+    assert _in_child(lambda *_: os.kill(os.getpid(), signal.SIGSEGV), program, "sm_90") == signal.SIGSEGV
+    assert _in_child(lambda p, a: Compiled("ptx", b"\x7fELF", p.kernel, a), program, "sm_90") == Compiled(
+        "ptx", b"\x7fELF", "k", "sm_90"
+    )
+    with pytest.raises(PtxasRefusal) as refused:
+        _in_child(_refuses, program, "sm_90")
+    assert refused.value.log == "kernel.cu(4): error: x"
+    assert str(refused.value) == "compilation failed:\nkernel.cu(4): error: x"
+    with pytest.raises(ZeroDivisionError):
+        _in_child(lambda *_: 1 // 0, program, "sm_90")
