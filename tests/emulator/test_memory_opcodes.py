@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from autograder.backends.base import Buffer
+from autograder.compiler import PtxasRefusal
 from autograder.emulator import access, mma, wmma
 from autograder.emulator.ops import OPS, PURE_OPS
 
@@ -63,12 +64,16 @@ class Form:
     # %3 shared address, %4 generic pointer to local, %5 generic pointer to a __constant__, %6 w, %7 z
     expected: dict  # the probe line's traffic counters; None: refused (a bounds finding)
     reaches: str = ""  # where the address points when not where the space says
+    ptxas: str = ""  # ptxas refuses it for sm_90 (as a GPU's compile would): the error it gives
 
     @property
     def id(self) -> str:
         return f"{self.op}.{self.space}" + (f"@{self.reaches}" if self.reaches else "")
 
 
+# what ptxas says of a form it refuses for sm_90: the student's compile error on the probe line
+READ_ONLY = "State space incorrect for instruction 'st'"  # the constant space is read-only
+PTXAS_CRASHES = "ptxas, NVIDIA's assembler, crashed on this kernel (signal 11, SIGSEGV)"
 TO_LOCAL = "{.reg .u64 %%a; cvta.to.local.u64 %%a, %4; "
 TO_CONST = "{.reg .u64 %%a; cvta.to.const.u64 %%a, %5; "
 
@@ -97,10 +102,10 @@ STORES = [
     Form("st", "generic", "st.u32 [%4], %6;", NOTHING, "local"),
     Form("st", "shared", "st.shared.u32 [%3], %6;", SHARED_STORE),
     Form("st", "local", TO_LOCAL + "st.local.u32 [%%a], %6;}", NOTHING),
-    Form("st", "const", TO_CONST + "st.const.u32 [%%a], %6;}", None),  # read-only space
+    Form("st", "const", TO_CONST + "st.const.u32 [%%a], %6;}", None, ptxas=READ_ONLY),
     Form("st", "generic", "st.u32 [%5], %6;", None, "constant"),  # __constant__: read-only
-    Form("st", "param", "st.param.u32 [%1], %6;", None, "global"),
-    Form("st", "const", "st.const.u32 [%1], %6;", None, "global"),
+    Form("st", "param", "st.param.u32 [%1], %6;", None, "global", PTXAS_CRASHES),
+    Form("st", "const", "st.const.u32 [%1], %6;", None, "global", READ_ONLY),
     Form("st", "shared", "st.shared.u32 [%1], %6;", None, "global"),
     Form("st", "local", "st.local.u32 [%1], %6;", None, "global"),
 ]
@@ -184,8 +189,13 @@ def _run(source: str, kernel: str):
 @pytest.mark.parametrize("form", FORMS, ids=lambda f: f"{f.id}:{f.asm}")
 def test_each_memory_instruction_is_counted_where_it_reaches_or_refused(form):
     source = PROBE.replace("FORM", '"' + form.asm.replace('"', r"\"") + '"')
-    result = _run(source, "probe")
     line = line_of(source, "// probe")
+    if form.ptxas:
+        with pytest.raises(PtxasRefusal) as refused:
+            _run(source, "probe")
+        assert refused.value.log.startswith(f"kernel.cu({line}): error: {form.ptxas}")
+        return
+    result = _run(source, "probe")
     here = [f for f in result.findings if f.line == line]
     if form.expected is None:
         assert [f.kind for f in here] == ["out_of_bounds_write" if form.op == "st" else "out_of_bounds_read"]
