@@ -131,8 +131,13 @@ def test_double_atomics_and_a_race_after_them():
     good = launch(DOUBLES, "counts", 1, 64, [out("y", 8, np.float64)])
     assert good.findings == []
     np.testing.assert_array_equal(good.outputs["y"], 8.0)
+    assert good.findings == []  # atomics race with nothing, and the barrier orders the read after them
     bad = launch(DOUBLES, "counts", 1, 64, [out("y", 8, np.float64)], defines=(("BUG", "1"),))
-    assert good.findings == [] and bad.findings == []  # atomics race with nothing
+    (finding,) = bad.findings  # the plain read-modify-write meets other threads' atomics, unordered
+    assert finding.kind == "shared_race" and finding.array == "d"
+    assert finding.line == line_of(DOUBLES, "no barrier after the atomics")
+    assert "read-after-atomic" in finding.message
+    assert f"atomically updated at line {line_of(DOUBLES, 'atomicAdd')}" in finding.message
 
 
 SYNCWARP = r"""
