@@ -8,7 +8,8 @@ left as calls (``__noinline__``), ``program.py`` decodes it once into instructio
 spaces, ``shadow.py`` the race/initialisation shadow of shared memory, ``collective.py``
 the warp instructions and printf, ``wmma.py`` the warp matrix instructions,
 ``mma.py`` the ``mma.sync`` and ``ldmatrix``/``stmatrix`` instructions in the ISA's fragment
-layouts, ``counters.py`` the traffic counters, ``profile.py`` their report, ``findings.py`` the
+layouts, ``rounding.py`` the rounding of float results as an H200 rounds them (directed modes,
+flush-to-zero, saturation, fused multiply-adds, NaNs), ``counters.py`` the traffic counters, ``profile.py`` their report, ``findings.py`` the
 collapsing of findings, ``special.py`` what each special register reads (as on an H200:
 ``%clock64`` advances, ``%nsmid`` is 132; nothing tells a kernel it is checked).
 ``isa.py`` is what they share: PTX's types and their dtypes, the decoded instruction and
@@ -34,7 +35,7 @@ Known limits: no recursive device functions, calls through function pointers or 
 functions the module does not define (other than ``printf`` and ``assert``'s
 ``__assertfail``), no indirect branches (``brx.idx``), no textures/surfaces,
 ``mma.sync`` only m16n8k*, wmma only m16n16k16 with f16 inputs; grid sync only in a
-cooperative launch (``barriers.py``); f64 ``fma`` rounds twice; spin locks on plain loads
+cooperative launch (``barriers.py``); spin locks on plain loads
 inside a block and counted named barriers (see ``machine.py``)."""
 
 from __future__ import annotations

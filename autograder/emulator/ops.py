@@ -26,7 +26,7 @@ from autograder.emulator.isa import (
     dtype_of,
     immediate_bits,
 )
-from autograder.emulator.memory import LOCAL_REGION, REGION_SHIFT, SHARED_REGION
+from autograder.emulator.memory import HEAP, LOCAL_REGION, REGION_SHIFT, SHARED_REGION, window_of
 from autograder.emulator.rounding import two_sum
 
 WIDE = {"s16": "s32", "u16": "u32", "s32": "s64", "u32": "u64", "s64": "s64", "u64": "u64"}
@@ -879,18 +879,24 @@ def _setp(ins, ch, fn, dt, dsts, combine):
 
 
 def build_set(ins, ch):
+    """``set.cmp{.bool}.dtype.stype d, a, b{, c}``: all ones (1.0 for f32) where the comparison,
+    combined with predicate ``c`` by ``.and``/``.or``/``.xor``, holds, else 0."""
     fn = compare_fn(ins)
     dst_type, src_type = ins.types[0], ins.types[-1]
     dt = dtype_of(dst_type)
     true = np.float32(1.0) if dt.kind == "f" else np.array(-1).astype(dt)
-    return lanewise(
-        ins,
-        ch,
-        lambda a, b: np.where(fn(a, b), true, dt.type(0)).astype(dt),
-        src_type=src_type,
-        dst_type=dst_type,
-        n_src=2,
-    )
+    combine = next((BOOL_OPS[m] for m in ins.mods if m in BOOL_OPS), None)
+    a, b = (ch.src(o, dtype_of(src_type)) for o in ins.operands[1:3])
+    c = ch.src(ins.operands[3], np.bool_) if combine else None
+    put = ch.dst(ins.operands[0], dt)
+
+    def run(idx):
+        holds = fn(a(idx), b(idx))
+        if combine is not None:
+            holds = combine(holds, c(idx))
+        put(idx, np.where(holds, true, dt.type(0)).astype(dt))
+
+    return run
 
 
 def build_selp(ins, ch):
@@ -947,6 +953,19 @@ def build_cvta(ins, ch):
     return lanewise(
         ins, ch, lambda a: a.astype(np.uint64) + np.uint64(base), src_type=ins.type, dst_type="u64"
     )
+
+
+def build_isspacep(ins, ch):
+    """``isspacep.space p, a``: does the generic address ``a`` lie in that space (``__isGlobal``,
+    ``__isShared``, ``__isLocal``): global allocations lie in the heap, shared and local memory
+    in their windows (``memory.py``)."""
+    space = next(m.split("::")[0] for m in ins.mods if m.split("::")[0] in ("global", "shared", "local"))
+    if space == "global":
+        test = lambda a: (a >= HEAP[0]) & (a < HEAP[1])  # noqa: E731
+    else:
+        region = SHARED_REGION if space == "shared" else LOCAL_REGION
+        test = lambda a: window_of(a) == region  # noqa: E731
+    return lanewise(ins, ch, lambda a: test(np.asarray(a, np.uint64)), src_type="u64", dst_type="pred")
 
 
 # ----- conversions ---------------------------------------------------------------
@@ -1249,6 +1268,7 @@ OPS = {
     "mov": build_mov,
     "cvt": build_cvt,
     "cvta": build_cvta,
+    "isspacep": build_isspacep,
     "testp": build_testp,
     "copysign": build_copysign,
     "rcp": build_math(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, Launch, Program, Scalar, Unsupported
+from autograder.backends.base import Buffer, Launch, Program, Scalar
 from autograder.backends.emulator import EmulatorBackend
 
 from .conftest import assert_sound
@@ -73,18 +73,9 @@ def test_a_kernel_that_behaves_only_when_watched_is_caught(graded, name):
 
 
 WATCHED_KERNELS = {kernel.name: kernel for kernel in kernels()}
-NOT_EMULATED = {"address_spaces": "isspacep (__isShared, __isGlobal) has no executor in ops.py"}
 
 
-def _emulated(name: str):
-    if name not in NOT_EMULATED:
-        return name
-    return pytest.param(
-        name, marks=pytest.mark.xfail(raises=Unsupported, strict=True, reason=NOT_EMULATED[name])
-    )
-
-
-@pytest.mark.parametrize("name", [_emulated(name) for name in WATCHED_KERNELS])
+@pytest.mark.parametrize("name", list(WATCHED_KERNELS))
 def test_what_a_watching_kernel_reads_holds_on_a_gpu_too(name):
     kernel = WATCHED_KERNELS[name]
     result = EmulatorBackend().launch(kernel.launch())
