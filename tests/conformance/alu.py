@@ -206,6 +206,12 @@ def _table() -> list[str]:
         f"{op}.bf16x2 d:bf16x2 a:bf16x2 b:bf16x2" for op in ("add.rn", "sub.rn", "mul.rn", "min", "max")
     ]
     lines += ["fma.rn.bf16x2 d:bf16x2 a:bf16x2 b:bf16x2 c:bf16x2"]
+    lines += [
+        "set.lt.u32.s32 d:u32 a:s32 b:s32",
+        "set.gtu.f32.f32 d:f32 a:f32 b:f32",
+        "set.ne.s32.f64 d:s32 a:f64 b:f64",
+        "set.ge.and.u32.u32 d:u32 a:u32 b:u32 q:pred",
+    ]
     return lines
 
 
