@@ -8,10 +8,11 @@ left as calls (``__noinline__``), ``program.py`` decodes it once into instructio
 spaces, ``shadow.py`` the race/initialisation shadow of shared memory, ``collective.py``
 the warp instructions and printf, ``wmma.py`` the warp matrix instructions,
 ``mma.py`` the ``mma.sync`` and ``ldmatrix``/``stmatrix`` instructions in the ISA's fragment
-layouts, ``rounding.py`` the rounding of float results as an H200 rounds them (directed modes,
-flush-to-zero, saturation, fused multiply-adds, NaNs), ``counters.py`` the traffic counters, ``profile.py`` their report, ``findings.py`` the
-collapsing of findings, ``special.py`` what each special register reads (as on an H200:
-``%clock64`` advances, ``%nsmid`` is 132; nothing tells a kernel it is checked).
+layouts, ``rounding.py`` the rounding of float results as an H200 rounds them (directed
+modes, flush-to-zero, saturation, fused multiply-adds, NaNs), ``counters.py`` the traffic
+counters, ``profile.py`` their report, ``findings.py`` the collapsing of findings,
+``special.py`` what each special register reads (as on an H200: ``%clock64`` advances,
+``%nsmid`` is 132; nothing tells a kernel it is checked).
 ``isa.py`` is what they share: PTX's types and their dtypes, the decoded instruction and
 its operands, instruction kinds and lane states, the special registers' names.
 

@@ -2,8 +2,9 @@
 would: each call site gets a copy of the callee's body with its registers and labels
 renamed (``%f1`` -> ``%f1_i3``), its ``ret`` a branch to the statement after
 the call, and its ``.loc`` lines kept, so findings name the callee's source line; each
-copied statement is an :class:`Inlined` one that also keeps its call sites (the function
-and the line of its call, innermost first), so findings name the call too.
+copied statement also keeps its call sites (``Statement.calls``: the function and the line of
+its call, innermost first), so findings name the call too, as for a helper NVRTC inlined
+itself (``ptx.py`` reads those from the ``.loc`` lines' ``inlined_at``).
 
 Parameters pass through registers: the caller's ``st.param [param0+off]`` before the call
 and the callee's ``ld.param [f_param_0+off]`` both become a ``mov`` of one register per call
@@ -17,11 +18,11 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from autograder.backends.base import Unsupported
 from autograder.emulator.isa import TYPE_BYTES
-from autograder.emulator.ptx import Function, Kernel, Statement
+from autograder.emulator.ptx import Function, Kernel, Statement, readable
 
 _CALL = re.compile(
     r"^(?P<guard>@!?%[\w$]+\s+)?call(?:\.uni)?\s+(?:\((?P<returns>[^)]*)\)\s*,\s*)?"
@@ -35,18 +36,9 @@ _PARAM_ACCESS = re.compile(
 _ADDRESS = re.compile(r"^\[\s*([\w$]+)\s*(?:\+\s*(\d+))?\s*\]$")
 _RET = re.compile(r"^(@!?%[\w$]+\s+)?ret(?:\.uni)?$")
 _NAME = re.compile(r"[%$\w.]+")
-_MANGLED = re.compile(r"^_Z(N)?(?:[rVK]*)(\d.*)$")
 MAX_INLINED = 200_000  # statements of a kernel with its calls inlined (references: < 7 000)
 
 Item = Statement | str  # a statement, or the name of a label before the next statement
-
-
-@dataclass
-class Inlined(Statement):
-    """A statement of an inlined function's body, with its call sites: (function, line of
-    the call), innermost first."""
-
-    calls: tuple[tuple[str, int | None], ...] = ()
 
 
 def inline_calls(kernel: Kernel, functions: dict[str, Function], filename: str) -> None:
@@ -190,7 +182,7 @@ class _Inliner:
     def _copy(self, body: Kernel, site: int, end: str, call: Statement) -> list[Item]:
         """The callee's statements and labels with its names made unique to ``site``, each
         with its call sites (a statement without a line of its own: those of ``call``)."""
-        outer = call.calls if isinstance(call, Inlined) else ()
+        outer = call.calls
         calls = ((readable(body.name), call.line), *outer)
         rename = {name: f"{name}_i{site}" for name in (*body.registers, *body.labels)}
         if body.name not in self.framed:  # one frame per function: no lane is in two calls of it
@@ -209,7 +201,7 @@ class _Inliner:
             ret = _RET.match(text)
             if ret:
                 text = f"{ret.group(1) or ''}bra {end}"
-            copy.append(Inlined(text, item.line, calls) if item.line else Inlined(text, call.line, outer))
+            copy.append(Statement(text, item.line, calls) if item.line else Statement(text, call.line, outer))
         return copy
 
     def _moves(self, item: Statement, access, site: int, name: str, offset: int) -> list[Statement]:
@@ -232,23 +224,6 @@ class _Inliner:
         slot = f"%{name}_{offset}_c{site}"
         self.kernel.registers.setdefault(slot, f"b{8 * size}")
         return slot
-
-
-def readable(name: str) -> str:
-    """A function's name as its source spells it, from the Itanium mangled name NVRTC gives
-    a C++ function (``_Z9load_tilePfPKfi``: ``load_tile``; ``_ZN2ns4loadEv``: ``ns::load``);
-    an ``extern "C"`` name as it is."""
-    match = _MANGLED.match(name)
-    if match is None:
-        return name
-    parts, rest = [], match.group(2)
-    while (length := re.match(r"\d+", rest)) is not None:
-        end = length.end() + int(length.group(0))
-        parts.append(rest[length.end() : end])
-        if not match.group(1):  # not nested: one name
-            break
-        rest = rest[end:]
-    return "::".join(parts) or name
 
 
 def _param_address(access) -> tuple[str, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from autograder.emulator.inline import Inlined, inline_calls
+from autograder.emulator.inline import inline_calls
 from autograder.emulator.isa import SPECIAL_REGISTERS, TYPES, Addr, Imm, Instr, Operand, Reg, Sreg, Sym, Vec
 from autograder.emulator.ptx import Kernel, parse_kernel
 
@@ -27,8 +27,7 @@ def decode_ptx(ptx: str, lowered_name: str, filename: str) -> tuple[Kernel, list
 def decode(kernel: Kernel) -> list[Instr]:
     program = [_instr(k, s.text, s.line, kernel.labels, kernel.registers) for k, s in enumerate(kernel.body)]
     for ins, statement in zip(program, kernel.body, strict=True):
-        if isinstance(statement, Inlined):
-            ins.calls = statement.calls
+        ins.calls = statement.calls
     return program
 
 

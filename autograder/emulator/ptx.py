@@ -5,6 +5,7 @@ The module's ``.func`` bodies are parsed alike and returned beside the kernel, f
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -22,7 +23,9 @@ _ENTRY = re.compile(r"\.entry\s+([\w$]+)\s*\((.*)\)", re.S)
 _FUNC = re.compile(r"\.func\s+(?:\((?P<returns>[^)]*)\)\s*)?(?P<name>[\w$]+)\s*(?:\((?P<params>.*)\))?", re.S)
 _LABEL = re.compile(r"^([\w$.]+):\s*(.*)$")  # a label, alone or before a statement
 
-Loc = tuple[tuple[int, int], ...]  # (file, line) of a statement, then of the calls it is inlined at
+# (file, line, function) of a statement, then of each call it is inlined at; the function is
+# the ``.loc``'s ``function_name`` (a ``.debug_str`` label) for a line of an inlined function
+Loc = tuple[tuple[int, int, str | None], ...]
 
 
 @dataclass
@@ -50,6 +53,8 @@ class Param:
 class Statement:
     text: str  # one instruction, without the ';'
     line: int | None  # source line in the main file
+    # a line of an inlined helper: (the helper, the line of its call), innermost first
+    calls: tuple[tuple[str, int | None], ...] = ()
 
 
 @dataclass
@@ -140,7 +145,8 @@ def _initializer(text: str, type_: str, elem: int, n: int) -> bytes:
 
 
 def _tokenize(ptx: str) -> tuple[list[tuple[str, str, Loc | None]], dict[int, str]]:
-    """Statements, headers, scope braces and labels, each with the ``.loc`` in force."""
+    """Statements, headers, scope braces and labels, each with the ``.loc`` in force (its
+    functions named by what ``.debug_str`` holds for them)."""
     text = re.sub(r"/\*.*?\*/", " ", ptx, flags=re.S)
     files: dict[int, str] = {}
     tokens: list[tuple[str, str, Loc | None]] = []
@@ -183,7 +189,25 @@ def _tokenize(ptx: str) -> tuple[list[tuple[str, str, Loc | None]], dict[int, st
                 tokens.append(("stmt", stmt, loc))
             buf = ""
             s = s[end + 1 :].strip()
-    return tokens, files
+    names = _debug_strings(text)
+    named = [(kind, stmt, _named(loc, names)) for kind, stmt, loc in tokens]
+    return named, files
+
+
+def _named(loc: Loc | None, names: dict[str, str]) -> Loc | None:
+    """``loc`` with each function label replaced by the name it stands for."""
+    return tuple((file, line, names.get(f, f)) for file, line, f in loc) if loc else loc
+
+
+_DEBUG_STRING = re.compile(r"(\$L__info_string\d+):\s*\.b8\s+([\d,\s]+)")
+
+
+def _debug_strings(text: str) -> dict[str, str]:
+    """``.debug_str``'s strings by label: the mangled names of inlined functions."""
+    return {
+        label: bytes(int(b) for b in data.replace(",", " ").split()).split(b"\0")[0].decode(errors="replace")
+        for label, data in _DEBUG_STRING.findall(text)
+    }
 
 
 def _loc(s: str, chains: dict[tuple[int, ...], Loc]) -> Loc:
@@ -195,11 +219,12 @@ def _loc(s: str, chains: dict[tuple[int, ...], Loc]) -> Loc:
     """
     parts = s.replace(",", " ").split()
     site = tuple(int(p) for p in parts[1:4])
-    chain: Loc = (site[:2],)
+    function = parts[parts.index("function_name") + 1] if "function_name" in parts else None
+    chain: Loc = ((*site[:2], function),)
     if "inlined_at" in parts:
         k = parts.index("inlined_at")
         caller = tuple(int(p) for p in parts[k + 1 : k + 4])
-        chain += chains.get(caller, (caller[:2],))
+        chain += chains.get(caller, ((*caller[:2], None),))
     chains[site] = chain
     return chain
 
@@ -214,7 +239,18 @@ def _main_file(files: dict[int, str], filename: str) -> int:
 def _line(loc: Loc | None, main_file: int) -> int | None:
     """The innermost line of ``loc`` in the main file: the student's own line, or the call
     that inlined a header's code."""
-    return next((line for file, line in loc or () if file == main_file and line > 0), None)
+    return next((line for file, line, _ in loc or () if file == main_file and line > 0), None)
+
+
+def _calls(loc: Loc | None, main_file: int) -> tuple[tuple[str, int | None], ...]:
+    """For a line of a helper of the main file that NVRTC inlined: (the helper, the line of
+    its call), innermost first, as ``inline.py`` gives a ``__noinline__`` helper's."""
+    frames = [(line, function) for file, line, function in loc or () if file == main_file and line > 0]
+    return tuple(
+        (readable(function), caller)
+        for (_, function), (caller, _) in itertools.pairwise(frames)
+        if function is not None
+    )
 
 
 def _block_end(tokens, start: int) -> int:
@@ -240,16 +276,17 @@ def _params(text: str) -> list[Param]:
 
 
 def _fill_body(kernel: Kernel, tokens, main_file: int) -> None:
-    line = None
+    line, calls = None, ()
     for kind, text, loc in tokens:
-        line = _line(loc, main_file) or line
+        if _line(loc, main_file):
+            line, calls = _line(loc, main_file), _calls(loc, main_file)
         if kind == "label":
             kernel.labels[text] = len(kernel.body)
         elif kind == "stmt":
-            _statement(kernel, text, line)
+            _statement(kernel, text, line, calls)
 
 
-def _statement(kernel: Kernel, text: str, line: int | None) -> None:
+def _statement(kernel: Kernel, text: str, line: int | None, calls=()) -> None:
     if text.startswith(".reg"):
         match = _REG_DECL.match(text)
         for name in match.group(2).split(","):
@@ -264,7 +301,7 @@ def _statement(kernel: Kernel, text: str, line: int | None) -> None:
     elif text.startswith("."):
         return  # .pragma, .maxntid and other performance hints
     else:
-        kernel.body.append(Statement(text, line))
+        kernel.body.append(Statement(text, line, calls))
 
 
 def _declare_registers(kernel: Kernel, name: str, type_: str) -> None:
@@ -274,3 +311,23 @@ def _declare_registers(kernel: Kernel, name: str, type_: str) -> None:
             kernel.registers[f"{match.group(1)}{k}"] = type_
     else:
         kernel.registers[name] = type_
+
+
+_MANGLED = re.compile(r"^_Z(N)?(?:[rVK]*)(\d.*)$")
+
+
+def readable(name: str) -> str:
+    """A function's name as its source spells it, from the Itanium mangled name NVRTC gives
+    a C++ function (``_Z9load_tilePfPKfi``: ``load_tile``; ``_ZN2ns4loadEv``: ``ns::load``);
+    an ``extern "C"`` name as it is."""
+    match = _MANGLED.match(name)
+    if match is None:
+        return name
+    parts, rest = [], match.group(2)
+    while (length := re.match(r"\d+", rest)) is not None:
+        end = length.end() + int(length.group(0))
+        parts.append(rest[length.end() : end])
+        if not match.group(1):  # not nested: one name
+            break
+        rest = rest[end:]
+    return "::".join(parts) or name

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from autograder.backends.base import Buffer, Scalar
+from autograder.emulator.memory import FIRST_SHARED, RED_ZONE
 from autograder.policy import include_problem
 
 from .helpers import launch, line_of, out
@@ -253,10 +254,11 @@ def test_the_reserved_region_lies_apart_from_the_kernels_shared_variables():
 
 
 def test_an_access_past_the_reserved_region_is_out_of_bounds():
-    past = Scalar("past", 1024 // 4 - 32)  # lanes 32..63 write past its 256 words
+    words = (FIRST_SHARED - RED_ZONE) // 4  # the region, short of the red zone before the kernel's own
+    past = Scalar("past", words - 32)  # lanes 32..63 write past its words, into the red zone
     result = launch(RESERVED, "where", 1, 64, [out("o", 7, np.uint32), past], shared_bytes=3000)
     writes = findings_of(result, "out_of_bounds_write")
-    assert writes and writes[0].array == "the block's reserved shared memory" and writes[0].index == 1024 // 4
+    assert writes and writes[0].array == "the block's reserved shared memory" and writes[0].index == words
     assert writes[0].line == line_of(RESERVED, "// reserved")
 
 

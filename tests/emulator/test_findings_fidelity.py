@@ -209,3 +209,29 @@ def test_a_whole_block_barrier_is_unchanged():
     result, x = _named(1, 128)  # bar.sync 1, 128 on a 128-thread block: every warp
     assert result.findings == []
     np.testing.assert_array_equal(result.outputs["y"], x[::-1])
+
+
+INLINED_BY_NVRTC = r"""
+__device__ void add_neighbour(float* s, int t) {
+    s[t] += s[t + 1];  // races with the neighbour's write
+}
+extern "C" __global__ void k(const float* x, float* y) {
+    __shared__ float s[65];
+    int t = threadIdx.x;
+    s[t] = x[t];
+    if (t == 0) s[64] = 0.0f;
+    __syncthreads();
+    add_neighbour(s, t);  // the call
+    __syncthreads();
+    y[t] = s[t];
+}
+"""
+
+
+def test_a_race_in_a_helper_nvrtc_inlined_names_its_call():
+    """A plain __device__ helper (NVRTC inlines it: its lines come with .loc ... inlined_at)."""
+    result = launch(INLINED_BY_NVRTC, "k", 1, 64, [Buffer("x", np.ones(64, np.float32)), out("y", 64)])
+    races = [f for f in result.findings if f.kind == "shared_race"]
+    call = line_of(INLINED_BY_NVRTC, "// the call")
+    assert races and races[0].line == line_of(INLINED_BY_NVRTC, "// races")
+    assert f"(in helper `add_neighbour`, called from line {call})" in races[0].message
