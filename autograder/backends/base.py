@@ -110,7 +110,7 @@ class Finding:
 
 _TRAFFIC = (
     ("global", ("requests", "bytes", "values", "sectors")),
-    ("shared", ("requests", "values", "wavefronts", "conflicts")),
+    ("shared", ("requests", "bytes", "values", "wavefronts", "conflicts")),
 )
 # Every name a Counters total may have (and a rubric's traffic metric may name).
 COUNTER_NAMES = (
@@ -120,6 +120,16 @@ COUNTER_NAMES = (
     "warp_instructions",
     "flops",
 )
+# The counters the grading derives from bytes: each ``*_values`` is its ``*_bytes`` over the size
+# of the assignment's element (``Spec.value_bytes``), in ``ledger.graded_totals``, for the traffic
+# items and the ledger. A backend's own ``*_values`` (the emulator's count of each instruction's
+# elements of its own type) are never graded: 16 bytes read as ``ld.v2.u64`` are 2 of those and
+# 4 floats of the assignment's, the same traffic as ``ld.v4.f32``.
+VALUES_FROM_BYTES = {
+    f"{space}_{kind}_values": f"{space}_{kind}_bytes"
+    for space in ("global", "shared")
+    for kind in ("load", "store")
+}
 
 
 @dataclass
@@ -127,10 +137,14 @@ class Counters:
     """Event counts of one launch, in total and per source line; keys are :data:`COUNTER_NAMES`.
 
     global_load_requests, global_load_bytes, global_load_values, global_load_sectors, the
-    same four for global_store_*, shared_load_requests, shared_load_values,
-    shared_load_wavefronts, shared_load_conflicts (extra wavefronts), the same four for
+    same four for global_store_*, shared_load_requests, shared_load_bytes, shared_load_values,
+    shared_load_wavefronts, shared_load_conflicts (extra wavefronts), the same five for
     shared_store_*, barriers, lane_instructions, warp_instructions, flops. A request is one
-    warp-wide memory instruction; values count scalar elements.
+    warp-wide memory instruction; bytes are what its active lanes move, whatever the type they
+    move them as; sectors and wavefronts follow from the addresses and those bytes. Values, as
+    a backend reports them, count elements of each instruction's own type (informative only:
+    what is graded or shown in the ledger is bytes over the assignment's element size,
+    :data:`VALUES_FROM_BYTES`).
     """
 
     totals: dict[str, int] = field(default_factory=dict)

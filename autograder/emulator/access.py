@@ -420,7 +420,8 @@ class Access:
         seen=None,
         into: dict | None = None,
     ) -> None:
-        """Requests, values, bytes, sectors or wavefronts of one instruction; ``words`` are
+        """Requests, bytes, sectors or wavefronts (and values: elements of the instruction's own
+        type, which nothing graded reads) of one instruction; ``words`` are
         the lanes' shared words when the caller has them (any block offset: banks repeat);
         ``aligned``: the caller found every address aligned to ``total``; ``seen``: their
         ``Pattern`` when every lane of the chunk accesses (its counts are worked out once);
@@ -444,7 +445,8 @@ class Access:
         full = ch.full_warps if idx is None else whole_warps(warps)
         if self.space == "shared":
             events[requests_] += requests
-            events[values_] += lanes * vec
+            events[values_] += lanes * vec  # elements of the instruction's type: never graded
+            events[bytes_] += lanes * total
             words_per_lane = max(1, total // 4)
             words = a >> 2 if words is None else words
             # a warp's wavefronts depend on its words relative to its first: on the pattern, the
@@ -460,7 +462,7 @@ class Access:
             events[conflicts_] += wavefronts - minimum
         elif self.space == "global":
             events[requests_] += requests
-            events[values_] += lanes * vec
+            events[values_] += lanes * vec  # elements of the instruction's type: never graded
             events[bytes_] += lanes * total
             # sectors: the pattern, where the first address falls in its sector, the block size
             key = ("sectors", total, int(a[0]) & 31, ch.bs, aligned) if seen is not None else None

@@ -7,16 +7,23 @@ read by many lanes is a broadcast, free); wavefronts beyond the minimum are conf
 
 Every instruction that moves data is counted in the space its address really lies in:
 ``ld``/``ldu``/``st``, ``cp.async`` (a global load and a shared store), ``wmma.load`` and
-``wmma.store`` (one value per tile element), and the atomics. An atomic read-modify-write
-(``atom``, and ``red``, which returns nothing to the thread but reads its address all the
-same) moves its word from memory to the unit that updates it (the L2 for global memory,
-the SM for shared) and back: it counts as one load request and one store request of its
-width, with the values, bytes and sectors or wavefronts an ``ld`` and an ``st`` of that
-width at those addresses would count. ``atomicAdd(&x[i], 0)`` is a load of ``x[i]`` (and a
-store). Not counted: ``ld.const`` of ``__constant__`` variables (the constant cache),
-``ld.param`` of the kernel's arguments, local memory; an explicit space that does not
-reach the address (``ld.const`` of a global buffer, ``ld.param`` through a pointer) is a
-finding, not an uncounted read (``access.py``)."""
+``wmma.store``, and the atomics. An atomic read-modify-write (``atom``, and ``red``, which
+returns nothing to the thread but reads its address all the same) moves its word from memory
+to the unit that updates it (the L2 for global memory, the SM for shared) and back: it counts
+as one load request and one store request of its width, with the bytes and sectors or
+wavefronts an ``ld`` and an ``st`` of that width at those addresses would count.
+``atomicAdd(&x[i], 0)`` is a load of ``x[i]`` (and a store). Not counted: ``ld.const`` of
+``__constant__`` variables (the constant cache), ``ld.param`` of the kernel's arguments, local
+memory; an explicit space that does not reach the address (``ld.const`` of a global buffer,
+``ld.param`` through a pointer) is a finding, not an uncounted read (``access.py``).
+
+Traffic is bytes: what a request moves is its active lanes' bytes, and its sectors and
+wavefronts follow from their addresses and widths, whatever type the instruction names (16
+bytes read as ``ld.v4.f32`` or as ``ld.v2.u64`` count the same). The ``*_values`` counted here
+are each instruction's elements of its own type (``ld.v2.u64``: 2 a lane), shown per line by
+``profile`` but never graded: the values of the traffic items and the ledger are bytes over
+the assignment's element size, worked out by the grading (``ledger.graded_totals``), which
+knows the spec."""
 
 from __future__ import annotations
 

@@ -50,6 +50,8 @@ def test_tiled_gemm_loads_divide_by_the_tile(rng, tile):
     counters = result.counters.totals
     assert counters["global_load_values"] == 2 * m * n * k // tile
     assert counters["shared_load_values"] == 2 * m * n * k
+    assert counters["shared_load_bytes"] == 4 * 2 * m * n * k  # floats
+    assert counters["shared_store_bytes"] == counters["global_load_bytes"]  # each loaded tile is staged
     assert counters["barriers"] == 2 * (m // tile) * (n // tile) * (k // tile)
     assert counters["shared_load_conflicts"] == 0
     assert counters["global_load_sectors"] * 32 == counters["global_load_bytes"]  # fully coalesced
