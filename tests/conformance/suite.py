@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import alu, atomics, kernels, programs, warps
+from . import alu, atomics, kernels, programs, tiles, warps
 from .operands import DTYPES, lanes
 
 SEED = 20261202  # the suite's inputs; golden/ holds the H200's outputs for them
@@ -313,10 +313,22 @@ def program_modules(seed: int, count: int = 48, per_module: int = 16) -> list[Mo
     return modules
 
 
+def tile_module(seed: int) -> Module:
+    values = tiles.operands(LANES, np.random.default_rng(seed))
+    inputs = tuple((name, values[name]) for name in ("a", "b", "c", "on"))
+    out = (Output("d", "<f4", LANES * tiles.V * tiles.V),)
+    ways = ("converged", "diverged")
+    cases = tuple(
+        Case(f"register tile/{way}", f"tile_{way}", LANES // BLOCK, BLOCK, inputs, out) for way in ways
+    )
+    return Module("tiles", tiles.SOURCE, cases)
+
+
 def all_modules(seed: int = SEED) -> list[Module]:
     return [
         *instruction_modules(seed),
         warp_module(seed + 1),
         atomic_module(seed + 2),
         *program_modules(seed + 3),
+        tile_module(seed + 4),
     ]
