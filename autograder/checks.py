@@ -22,6 +22,7 @@ from autograder.backends.occupancy import Occupancy
 from autograder.compare import CaseOutcome, OutputComparison, outcome_record
 from autograder.feedback import LINE_BYTES, capped, counted
 from autograder.glossary import explained
+from autograder.ledger import graded_totals
 from autograder.model import ItemResult
 from autograder.resources import Resources
 from autograder.rubric import Item
@@ -122,15 +123,20 @@ def _findings_check(item: Item, runs: Runs) -> ItemResult:
 
 
 def traffic(item: Item, runs: Runs) -> ItemResult:
-    """A counted metric, student over reference kernel on the same cases (emulator)."""
+    """A counted metric, student over reference kernel on the same cases (emulator). Values are
+    bytes over the assignment's element size (``ledger.graded_totals``): the same data read as
+    other types (``ld.v2.u64`` for ``ld.v4.f32``) is the same traffic."""
     outcomes = runs.outcomes("safety", item.cases)
     gate = _gate(item, outcomes)
     if gate:
         return gate
     reference = runs.outcomes("reference", item.cases)
+    spec = getattr(runs, "spec", None)  # the pipeline's (with its drawn cases); a test's runs may have none
     try:
         counts = [
-            performance.counter_ratio(item.metric, s.params, _totals(s), _totals(r))
+            performance.counter_ratio(
+                item.metric, s.params, graded_totals(_totals(s), spec), graded_totals(_totals(r), spec)
+            )
             for s, r in zip(outcomes, reference, strict=True)
         ]
     except LookupError as e:

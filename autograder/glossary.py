@@ -17,8 +17,9 @@ _WHAT = {
     "requests": "how many {verb} instructions on {space} memory the warps execute, each counted once "
     "per warp (a warp is 32 threads that run one instruction together)",
     "bytes": "how many bytes the kernel {moves} {space} memory, summed over all threads",
-    "values": "how many values (floats, ints, ...) the kernel {moves} {space} memory, summed over all "
-    "threads",
+    "values": "how many of the assignment's values (its floats, halves, ...) the kernel {moves} {space} "
+    "memory, summed over all threads: the bytes moved over the size of one, whatever type the kernel "
+    "moves them as",
     "sectors": "how many 32-byte sectors of {space} memory the {verb}s touch: a warp's request moves whole "
     "sectors, so neighbouring threads reading neighbouring addresses need the fewest",
     "wavefronts": "how many passes {space} memory needs to serve the warps' {verb}s: one per request when "

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from autograder import reference_counters
-from autograder.backends.base import COUNTER_NAMES, Backend, Counters
+from autograder.backends.base import COUNTER_NAMES, VALUES_FROM_BYTES, Backend, Counters
 from autograder.cases import GroupCase, prepare
 from autograder.model import Course
 from autograder.performance import minimum_work
@@ -32,11 +32,28 @@ class Row:
     expected: float | None = None  # its value on this case
 
 
+def graded_totals(totals: dict, spec: Spec | None) -> dict:
+    """``totals`` with each ``*_values`` counter its ``*_bytes`` over the assignment's element size
+    (``Spec.value_bytes``; a part of a value counts as one), whatever type the kernel moved them as:
+    what the traffic items score and the ledger shows. Without a spec, an element of 4 bytes (an
+    ``Array``'s default float32). A values count with no bytes beside it (recorded by a grader
+    that did not count them, or a backend that counts values only) is kept as it is."""
+    graded = dict(totals)
+    for values, nbytes in VALUES_FROM_BYTES.items():
+        if nbytes in totals:
+            size = spec.value_bytes(values) if spec is not None else 4
+            graded[values] = -(-int(totals[nbytes]) // size)
+    return graded
+
+
 def ledger(spec: Spec, yours: Counters, reference: dict | None, case: Case) -> list[Row]:
-    """A row for every counter either kernel moved, or the spec gives a closed form for."""
+    """A row for every counter either kernel moved, or the spec gives a closed form for; values are
+    bytes over the assignment's element size (``graded_totals``)."""
     rows = []
+    totals = graded_totals(yours.totals, spec)
+    reference = None if reference is None else graded_totals(reference, spec)
     for name in COUNTER_NAMES:
-        mine, theirs = yours.totals.get(name, 0), None if reference is None else reference.get(name, 0)
+        mine, theirs = totals.get(name, 0), None if reference is None else reference.get(name, 0)
         formula = spec.ledger.get(name)
         if mine or theirs or formula:
             expected = evaluate(formula, case) if formula else None
@@ -75,14 +92,15 @@ def reference_counts(course: Course, spec: Spec, case: Case, emulator: Backend) 
     return Reference(None, "the handout records the reference's counters for its own cases only")
 
 
-LINE_COUNTERS = ("global_load_values", "global_store_values", "shared_load_values", "shared_store_values")
+# bytes, which need no element size (per line: a line of yours beside the reference's)
+LINE_COUNTERS = ("global_load_bytes", "global_store_bytes", "shared_load_bytes", "shared_store_bytes")
 MIN_LINE_CHARS = 8  # shorter lines (a brace, `i++;`) say nothing about which line is which
 
 
 def corresponding_lines(source: str, by_line: dict[int, dict], reference: Reference) -> list[tuple]:
     """(your line, the reference's line, its text, your counts, the reference's) for each line of
     yours whose text is a line of the reference's (each text once in either file) and that moves
-    values the lectures count (``LINE_COUNTERS``) in either kernel."""
+    bytes the lectures count (``LINE_COUNTERS``) in either kernel."""
     if not reference.by_line:
         return []
     yours = {number: text for text, number in _unique_lines(source).items()}
@@ -108,8 +126,8 @@ def _unique_lines(source: str) -> dict[str, int]:
 
 
 def lines_table(pairs: list[tuple]) -> str:
-    """The corresponding lines, yours beside the reference's, on the values the lectures count."""
-    header = ("line", "ref line", *(c.removesuffix("_values") for c in LINE_COUNTERS), "source")
+    """The corresponding lines, yours beside the reference's, on the bytes the lectures count."""
+    header = ("line", "ref line", *(c.removesuffix("_bytes") for c in LINE_COUNTERS), "source")
     body = [
         (
             str(line),
@@ -119,7 +137,7 @@ def lines_table(pairs: list[tuple]) -> str:
         )
         for line, ref_line, text, counts, ref in pairs
     ]
-    return "Lines that are also the reference's, your values / the reference's:\n" + _table(header, body)
+    return "Lines that are also the reference's, your bytes / the reference's:\n" + _table(header, body)
 
 
 def _pair(yours: int, theirs: int) -> str:
@@ -194,11 +212,13 @@ def class_ledger(course: Course, names: list[str], emulator: Backend) -> dict[st
     for name in names:
         spec = course.specs[name]
         _group, case = first_case(spec)
-        ledgers[name] = {"case": case, "reference": reference_counts(course, spec, case, emulator).totals}
+        totals = reference_counts(course, spec, case, emulator).totals
+        ledgers[name] = {"case": case, "reference": totals and graded_totals(totals, spec)}
         timed = max(spec.cases.get("perf", ()), key=lambda c: minimum_work(spec, c).flops, default=None)
         counted_on = stand_in(spec, timed) if timed else None
         if counted_on is not None:
             totals = reference_counts(course, spec, counted_on, emulator).totals
+            totals = totals and graded_totals(totals, spec)
             scale = timed_scale(spec, counted_on, timed)
             ledgers[name]["timed"] = {
                 "for": dict(timed),

@@ -24,7 +24,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.backends.base import COUNTER_NAMES
+import numpy as np
+
+from autograder.backends.base import COUNTER_NAMES, VALUES_FROM_BYTES
 
 Case = Mapping[str, int | float]
 
@@ -90,6 +92,21 @@ class Spec:
     draws: Mapping[str, tuple[Draw, ...]] = field(default_factory=dict)  # group -> cases it draws
     # the cases drawn for one grading, by group, after the listed ones: set by ``cases.with_drawn``
     drawn: Mapping[str, tuple[Case, ...]] = field(default_factory=dict)
+    # the bytes of one of the assignment's values: the traffic items' and the ledger's ``*_values``
+    # are the counted bytes over it (``value_bytes``), whatever type a kernel moves them as. One
+    # size, or per values counter (``backends.base.VALUES_FROM_BYTES``); None, or a counter not
+    # given: the element size of the input arrays' dtype (the first input's where they differ)
+    element_bytes: int | Mapping[str, int] | None = None
+
+    def value_bytes(self, counter: str) -> int:
+        """The bytes of one value of ``counter`` (a ``*_values`` counter)."""
+        given = self.element_bytes
+        if isinstance(given, int):
+            return given
+        if given and counter in given:
+            return given[counter]
+        inputs = [a for a in self.args if isinstance(a, Array) and a.intent != "out"]
+        return np.dtype(inputs[0].dtype if inputs else Array.dtype).itemsize
 
 
 _OPERATORS = {
@@ -180,7 +197,26 @@ def load_spec(directory: Path) -> Spec:
     for group, draws in spec.draws.items():
         for draw in draws:
             _check_draw(path, spec, group, draw)
+    _check_element_bytes(path, spec)
     return spec
+
+
+def _check_element_bytes(path: Path, spec: Spec) -> None:
+    """Positive sizes, of values counters only."""
+    given = spec.element_bytes
+    sizes = {"element_bytes": given} if isinstance(given, int) else dict(given or {})
+    unknown = [] if isinstance(given, int) else sorted(set(sizes) - set(VALUES_FROM_BYTES))
+    if unknown:
+        raise SpecError(
+            f"{path}: element_bytes names {unknown[0]!r}, not one of {', '.join(VALUES_FROM_BYTES)}"
+        )
+    bad = [
+        name
+        for name, size in sizes.items()
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1
+    ]
+    if bad:
+        raise SpecError(f"{path}: element_bytes of {bad[0]} must be a positive number of bytes")
 
 
 def _check_draw(path: Path, spec: Spec, group: str, draw: Draw) -> None:
