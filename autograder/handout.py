@@ -6,15 +6,17 @@ source (``autograder/``, ``pyproject.toml``: ``pip install .``), ``assignments/<
 handout and the spec with its cases), ``starter/<name>.cu``, a ``rubric.yaml`` of those
 assignments, and ``reference/<name>.counters.json``: the reference kernel's counter totals on
 every case the emulator runs (``reference_counters``), so traffic items score as the grader
-scores them. Never the reference's source, PTX or binary (tests/delivery/test_handout.py looks
-for each). Performance items time the reference kernel on a GPU: ``check`` says that the
-course's grader measures them.
+scores them: the cases each group lists, and those it draws at the handout's own seed
+(``draws_seed``: from the spec, never a seed a grading draws), not the grading's secret ones.
+Never the reference's source, PTX or binary (tests/delivery/test_handout.py looks for each).
+Performance items time the reference kernel on a GPU: ``check`` says that the course's grader
+measures them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-import secrets
 from pathlib import Path
 
 from autograder import packaging, pipeline, reference_counters
@@ -52,15 +54,26 @@ def record(course: Course, name: str, backends: Backends) -> dict:
         course.specs[name],
         {"student": None, "reference": source.read_text(encoding="utf-8")},
         backends,
-        secrets.randbits(63),  # the counts do not depend on the inputs (reference_counters)
+        draws_seed(course, name),  # the counts do not depend on the inputs (reference_counters)
         course.rubric.limits.case_s,
         math.inf,
     )
     groups = reference_counters.needed_groups(course.rubric.assignments[name])
     try:
-        return reference_counters.document(name, {g: runner.outcomes("reference", g) for g in groups})
+        outcomes = {g: runner.outcomes("reference", g) for g in groups}
+        return reference_counters.document(name, outcomes, runner.secret)
     except ValueError as e:
         raise packaging.BuildError(str(e)) from e
+
+
+def draws_seed(course: Course, name: str) -> int:
+    """The seed the handout of ``name`` draws its cases at: from its spec's text, so that two
+    handouts of the same course are the same bytes, and with bit 63 set, so that it is never a
+    grading's secret seed (``reference_counters.is_handout_seed``): what the handout's drawn sizes
+    show says nothing of those a grading draws."""
+    text = (course.root / "assignments" / name / "spec.py").read_bytes()
+    digest = hashlib.sha256(b"handout draws/" + name.encode() + b"/" + text).digest()
+    return int.from_bytes(digest[:8], "little") | reference_counters.HANDOUT_SEED_BIT
 
 
 def readme(course: Course, names: list[str]) -> str:

@@ -4,8 +4,12 @@
 it for every line of every reference kernel's solution and for PTX or a binary, run ``autograder check``
 inside it as its README says, and compare its recorded counters with the reference kernel's
 own on every case, with other inputs than those recorded (the counts depend on the case
-alone). Then kernels with full, partial and no traffic marks are graded from the handout and
-from the course with the same seed: every item's score and feedback must be the same.
+alone). Every case group also draws cases from the grading's secret seed; the handout records
+its own draws, at a seed of its own (``draws_seed``), so the comparisons are made on the same
+cases: kernels with full, partial and no traffic marks are graded from the handout and from the
+course at that seed, and every item's score and feedback must be the same; at a grading's
+secret seed, every listed (public) case's verdict must be. A grading's secret seed, and the
+sizes it draws, are nowhere in the handout.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from pathlib import Path
 import pytest
 
 from autograder import authoring, pipeline, reference_counters
+from autograder import handout as handout_builder
 from autograder.backends import open_backends
+from autograder.cases import with_drawn
 from autograder.model import read_course
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,18 +121,57 @@ def test_profile_runs_in_the_handout_beside_the_references_recorded_counts(hando
     assert row.split()[1:4] == ["16,384", "16,384", "1.00x"] and "2 * M * N * K / L = 16,384" in row
 
 
+def recorded(handout: Path, name: str) -> reference_counters.Recorded:
+    counters = reference_counters.load(read_course(handout).reference_counters(name))
+    assert counters is not None and counters.problem is None
+    return counters
+
+
+def handout_drawn(handout: Path) -> dict[tuple[str, str], tuple[dict, ...]]:
+    """The drawn cases the handout recorded, by assignment and group (those after the listed ones)."""
+    return {
+        (name, group): tuple(entry["case"] for entry in entries[len(COURSE.specs[name].cases[group]) :])
+        for name in NAMES
+        for group, entries in recorded(handout, name).groups.items()
+    }
+
+
 def test_the_recorded_counters_are_the_references_own_on_other_inputs(handout):
-    """What every traffic item and every work limit reads, case by case, for every assignment."""
+    """What every traffic item and every work limit reads, case by case, for every assignment:
+    each case the handout runs (listed, and drawn at ``draws_seed``), with the inputs of another seed."""
     with open_backends("emulator") as backends:
         for name in NAMES:
+            spec, counters = COURSE.specs[name], recorded(handout, name)
             source = COURSE.reference_source(name).read_text()
-            live = pipeline.CaseRunner(COURSE.specs[name], {"reference": source}, backends, 11, 60, math.inf)
-            recorded = reference_counters.load(read_course(handout).reference_counters(name))
+            # the reference run live on the recorded cases (with its source, the runner runs it), at seed 11
+            live = pipeline.CaseRunner(spec, {"reference": source}, backends, 11, 60, math.inf, counters)
+            shipped = pipeline.CaseRunner(spec, {"reference": None}, backends, 11, 60, math.inf, counters)
             for group in reference_counters.needed_groups(COURSE.rubric.assignments[name]):
+                assert live.spec.drawn[group] == with_drawn(spec, counters.draws_seed).drawn[group]
                 counted = [o.counters.totals for o in live.outcomes("reference", group)]
-                assert counted == [
-                    o.counters.totals for o in recorded.outcomes(COURSE.specs[name], group, 11)
-                ]
+                assert counted == [o.counters.totals for o in shipped.outcomes("reference", group)]
+                assert all(o.backend == "emulator" for o in live.outcomes("reference", group))
+
+
+def test_the_handout_holds_no_gradings_secret_seed_nor_the_sizes_it_draws(handout):
+    """A student reads the handout's drawn sizes; they come from a seed of the handout's own (bit 63
+    set, from the spec), never a grading's secret (63 bits), so they tell nothing of a grading's."""
+    with open_backends("emulator") as backends:
+        secret = pipeline.grade_submission(
+            ROOT / "starter/vector_add.cu", COURSE, backends, None, ["vector_add"]
+        ).seed
+    assert secret >> 63 == 0  # what grade draws (batch's and serve's seeds have 63 bits too)
+    for name in NAMES:
+        seed = handout_builder.draws_seed(COURSE, name)  # from the spec: the same on every build
+        assert recorded(handout, name).draws_seed == seed and reference_counters.is_handout_seed(seed)
+    shipped = b"".join(path.read_bytes() for path in files(handout))
+    assert str(secret).encode() not in shipped
+    in_handout = handout_drawn(handout)
+    assert all(in_handout.values())  # every recorded group shows a student drawn cases
+    graded = {
+        (name, group): with_drawn(COURSE.specs[name], secret).drawn[group] for name, group in in_handout
+    }
+    assert in_handout != graded
 
 
 def submissions() -> list[tuple[str, Path]]:
@@ -136,17 +181,36 @@ def submissions() -> list[tuple[str, Path]]:
     return kernels + [(name, path) for name in names for path in sorted((VARIANTS / name).glob("*.cu"))]
 
 
+def verdicts(grade) -> list[list[tuple]]:
+    """Each item's verdict on each listed (public) case: its parameters, right or not, its findings."""
+    return [
+        [
+            (c["params"], c["correct"], c["findings"])
+            for c in result.evidence.get("cases", [])
+            if not c["drawn"]
+        ]
+        for result in grade.items
+    ]
+
+
 def test_grading_from_the_handout_scores_as_the_course_does(handout):
+    """On the same cases: the course graded at the seed the handout drew its cases at scores every
+    kernel as the handout does; at a grading's own secret, the public cases' verdicts are the same."""
     handout_course = read_course(handout)
     differences, traffic_scores = [], set()
     with open_backends("emulator") as backends:
         for name, path in submissions():
-            here = pipeline.grade_submission(path, COURSE, backends, 11, [name])
-            there = pipeline.grade_submission(path, handout_course, backends, 11, [name])
+            seed = recorded(handout, name).draws_seed
+            here = pipeline.grade_submission(path, COURSE, backends, seed, [name])
+            there = pipeline.grade_submission(path, handout_course, backends, seed, [name])
             for mine, theirs in zip(here.items, there.items, strict=True):
                 if (mine.score, mine.output, mine.regrade) != (theirs.score, theirs.output, theirs.regrade):
                     differences.append(f"{path.name} {mine.item.name}: {mine.score} vs {theirs.score}")
                 if mine.item.check == "traffic":
                     traffic_scores.add(mine.score / mine.item.points)
+            graded = pipeline.grade_submission(path, COURSE, backends, 11, [name])
+            checked = pipeline.grade_submission(path, handout_course, backends, 11, [name])
+            if verdicts(graded) != verdicts(checked):
+                differences.append(f"{path.name}: the listed cases' verdicts at seed 11")
     assert not differences
     assert {0.0, 1.0} < traffic_scores  # and partial ones: the traffic items were really compared
