@@ -338,7 +338,7 @@ extern "C" __global__ void pick(const unsigned* a, const unsigned* b, unsigned* 
 
 
 def test_a_warp_reading_two_buffers_counts_the_sectors_of_both():
-    # the buffers lie 1 TiB apart at least, at random: their sectors never merge
+    # the buffers lie 4 GiB apart at least, at random: their sectors never merge
     data = np.arange(32, dtype=np.uint32)
     args = [Buffer("a", data), Buffer("b", data + 100), out("y", 32, np.uint32)]
     result = launch(TWO_BUFFERS, "pick", 1, 32, args)
