@@ -906,11 +906,11 @@ def packed_add(old, b, kind: str):
     for shift in halves:
         x, y = ((np.asarray(v).astype(np.uint32) >> np.uint32(shift)) & np.uint32(0xFFFF) for v in (old, b))
         if kind.startswith("f16"):
-            total = x.astype(np.uint16).view(np.float16).astype(np.float32) + y.astype(np.uint16).view(np.float16)
-            bits = total.astype(np.float16).view(np.uint16).astype(np.uint32)
+            left, right = (v.astype(np.uint16).view(np.float16) for v in (x, y))
+            bits = (left.astype(np.float32) + right).astype(np.float16).view(np.uint16).astype(np.uint32)
         else:
-            total = ((x << np.uint32(16)).view(np.float32).astype(np.float64) + (y << np.uint32(16)).view(np.float32))
-            bits = _bf16_nearest(total.astype(np.float32))
+            left, right = ((v << np.uint32(16)).view(np.float32) for v in (x, y))
+            bits = _bf16_nearest((left.astype(np.float64) + right).astype(np.float32))
         out |= bits << np.uint32(shift)
     return out.astype(np.asarray(old).dtype)
 
