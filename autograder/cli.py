@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
@@ -38,6 +38,7 @@ from autograder.feedback import counted, for_student, two_decimals
 from autograder.ledger import (
     corresponding_lines,
     first_case,
+    graded_totals,
     ledger,
     ledger_table,
     lines_table,
@@ -814,6 +815,12 @@ def profiled(course: Course, spec, source: str, given: tuple[dict, str], seed: i
     title = f"Case {', '.join(f'{k}={v}' for k, v in case.items())} ({how})"
     filename = prepared.launch.program.filename
     counters = result.counters or Counters()
+    # values as the grading counts them, bytes over the element size (ledger.graded_totals)
+    counters = Counters(
+        graded_totals(counters.totals, spec),
+        {line: graded_totals(row, spec) for line, row in counters.by_line.items()},
+    )
+    result = replace(result, counters=counters)
     rows = ledger(spec, counters, reference.totals, case)
     pairs = corresponding_lines(source, counters.by_line, reference)
     parts = [title, profile_table(result, source, filename), ledger_table(rows, reference.whence)]
