@@ -68,9 +68,9 @@ def profile_table(result: LaunchResult, source: str, filename: str) -> str:
     out += [_join(row, widths) for row in rows]
     out.append("")
     out.append(
-        "Counts are per warp request (ld/st req), 32-byte sectors, values (bytes over the element size), "
-        "shared-memory "
-        "wavefronts (+ extra ones from bank conflicts), block barriers, warp instructions, flops."
+        "Counts are per warp request (ld/st req), 32-byte sectors, values (bytes over the element "
+        "size), shared-memory wavefronts (+ extra ones from bank conflicts), block barriers, warp "
+        "instructions, flops."
     )
     if data["findings"]:
         out.append("")
