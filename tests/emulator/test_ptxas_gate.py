@@ -236,3 +236,14 @@ def test_the_child_reports_a_signal_and_hands_back_results_and_errors_intact():
     assert str(refused.value) == "compilation failed:\nkernel.cu(4): error: x"
     with pytest.raises(ZeroDivisionError):
         _in_child(lambda *_: 1 // 0, program, "sm_90")
+
+
+def test_a_log_without_ptxas_report_leaves_registers_unchecked(monkeypatch):
+    """NVRTC 13.0 (the H200 image's) left ptxas's report out of the starters' logs: the
+    emulator then checks the launch bounds only, never fails the grading (measured 2026-12-02)."""
+    from autograder.backends import emulator
+
+    program = Program((ROOT / "starter/reduction.cu").read_text(), "reduction.cu", "reduction")
+    silent = dataclasses.replace(compile_ptx(program), log="")
+    monkeypatch.setattr(emulator, "compile_ptx", lambda p: silent)
+    assert emulator.function(program).registers == 0
