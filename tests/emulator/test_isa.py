@@ -289,14 +289,14 @@ def test_printf_is_captured():
 UNSUPPORTED = r"""
 extern "C" __global__ void odd(const float* x, unsigned* y) {
     unsigned v;
-    asm("{ .reg .pred p; isspacep.global p, %1; selp.u32 %0, 1, 0, p; }" : "=r"(v) : "l"(x));  // not emulated
+    asm("bmsk.clamp.b32 %0, %1, %1;" : "=r"(v) : "r"((unsigned)(size_t)x));  // not emulated
     y[threadIdx.x] = v;
 }
 """
 
 
 def test_unsupported_instruction_names_opcode_and_line():
-    expected = r"isspacep\.global is not supported by the emulator \(kernel.cu:4\)"
+    expected = r"bmsk\.clamp\.b32 is not supported by the emulator \(kernel.cu:4\)"
     with pytest.raises(Unsupported, match=expected):
         launch(UNSUPPORTED, "odd", 1, 32, [Buffer("x", np.ones(4, np.float32)), out("y", 32, np.uint32)])
 

@@ -23,7 +23,7 @@ from .helpers import launch, line_of, out
 
 # one warp, each lane one 4-byte word: what an ld or st of it counts, in each space
 GLOBAL = {"requests": 1, "values": 32, "bytes": 128, "sectors": 4}
-SHARED = {"requests": 1, "values": 32, "wavefronts": 1, "conflicts": 0}
+SHARED = {"requests": 1, "values": 32, "bytes": 128, "wavefronts": 1, "conflicts": 0}
 
 
 def counts(space: str, kind: str, events: dict) -> dict:
@@ -249,7 +249,7 @@ def _wmma(kind: str, space: str) -> Form:
     if where == "global":
         events = {"requests": 1, "values": 256, "bytes": nbytes, "sectors": nbytes // 32}
     else:
-        events = {"requests": 1, "values": 256, "wavefronts": nbytes // 128, "conflicts": 0}
+        events = {"requests": 1, "values": 256, "bytes": nbytes, "wavefronts": nbytes // 128, "conflicts": 0}
     reaches = where if space.startswith("generic") else ""
     return Form("wmma", f"{kind}.{space.strip()}", text, counts(where, direction, events), reaches)
 
@@ -265,7 +265,7 @@ MATRIX_ROW = {
 def _matrix(op: str, space: str) -> Form:
     row, dotted = MATRIX_ROW[space]
     operands = "{%0, %1, %2, %3}, [%%a]" if op == "ldmatrix" else "[%%a], {%0, %1, %2, %3}"
-    events = {"requests": 1, "values": 256, "wavefronts": 4, "conflicts": 0}
+    events = {"requests": 1, "values": 256, "bytes": 512, "wavefronts": 4, "conflicts": 0}
     expected = counts("shared", "load" if op == "ldmatrix" else "store", events)
     text = f"{row}{op}.sync.aligned.m8n8.x4{dotted}.b16 {operands};}}"
     return Form(op, space, text, expected, "shared" if space == "generic" else "")
