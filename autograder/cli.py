@@ -786,7 +786,8 @@ def plot_roofline(run: dict, arch: str, path: Path, title: str, measured: list[r
         roofline.draw(counted_points(run) + measured, arch, path, title)
     except ImportError as e:
         raise click.ClickException(
-            f"the roofline needs matplotlib: pip install 'cuda-autograder[batch]' ({e})"
+            f"the roofline needs matplotlib: pip install 'cuda-autograder[plot]' (in a checkout: "
+            f"pip install -e '.[plot]') ({e})"
         ) from e
     click.echo(f"roofline -> {path}")
 

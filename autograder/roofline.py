@@ -19,8 +19,9 @@ it gives them (``ledger.timed_scale``: flops, global load and store values; a GE
 K=64 has a far larger share of stores than 4096^3 has). A timed point above the roof is a
 kernel whose reloads the caches serve.
 
-matplotlib draws it (the ``batch`` extra), without pyplot; each point carries an SVG id
-(``student``, ``reference``, ``student-measured``, ``reference-measured``) so that a test finds it.
+matplotlib draws it (the ``plot`` extra, which ``batch`` includes), without pyplot; each point
+carries an SVG id (``student``, ``reference``, ``student-measured``, ``reference-measured``) so
+that a test finds it.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def draw(points: list[Point], arch: str, path: Path, title: str) -> None:
 
 def picture(points: list[Point], arch: str, title: str):
     """The roofline of ``arch`` with ``points``, a matplotlib ``Figure`` (no pyplot state)."""
-    from matplotlib.figure import Figure  # the batch extra; `profile --plot` says so when missing
+    from matplotlib.figure import Figure  # the plot extra; `profile --plot` says so when missing
 
     peak, bandwidth = PEAKS[arch]
     ridge = peak / bandwidth
