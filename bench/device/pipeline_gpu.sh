@@ -1,22 +1,14 @@
 #!/usr/bin/env bash
 # The grading pipeline end to end on the GPU (run on the device from the repository root,
-# with `.whl` carried; see bench/device/gpu_backend.sh for how the wheels get there):
+# with `.whl` carried; bench/device/setup.sh says how the wheels get there):
 # `autograder selfcheck --backend gpu` on vector_add and window_sum, then five planted bugs
 # (missing guard, wrong load guard, endless loop, compile error, illegal address) graded
 # through `autograder grade --backend gpu`, one line per rubric item.
 set -uo pipefail
-PY=/opt/torch/.venv/bin/python3
 OUT=${OUT:-/tmp/pipeline-gpu-out}
-SITE=/tmp/site
 BUGS=/tmp/planted
-mkdir -p "$OUT" "$SITE" "$BUGS"
-export PYTHONPATH="$PWD:$SITE" PYTHONUNBUFFERED=1
-section() { printf '\n=== %s (%s) ===\n' "$1" "$(date -u +%T)"; }
-
-section install
-"$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/*.whl 2>&1 | tail -3
-"$PY" -c "import click, yaml, numpy, pycuda.driver, cuda.bindings.nvrtc, gradescope_utils; print('imports ok')" || exit 1
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+mkdir -p "$BUGS"
+source bench/device/setup.sh
 
 section "selfcheck (gpu)"
 time timeout 400 "$PY" -m autograder selfcheck --backend gpu --assignment vector_add --assignment window_sum \

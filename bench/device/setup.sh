@@ -1,21 +1,42 @@
-# Sourced by the device scripts (run there from the repository root, `.whl` carried): the
-# carried wheels into $SITE, PyCUDA built from its sdist when no PyCUDA wheel was carried (the
-# built wheel goes to $OUT: keep it in .whl/), the project on PYTHONPATH, and section().
-PY=/opt/torch/.venv/bin/python3
-SITE=/tmp/site
-mkdir -p "$OUT" "$SITE"
-export PYTHONPATH="$PWD:$PWD/tests/gpu:$SITE" PYTHONUNBUFFERED=1
+# Sourced by the device scripts (run there from the repository root): the project installed as
+# users install it, into a real venv (docs/gpu-facts.md), PyCUDA built from its sdist when no
+# PyCUDA wheel was carried (the built wheel goes to $OUT: keep it in .whl/), and section().
+#
+# The venv (/tmp/venv, made once per warm machine) sees the image's own packages (numpy, CuPy,
+# torch) after its own, through a .pth line; `pip install --no-index` then puts the pinned
+# NVRTC, cuda-bindings and the CUDA headers' wheels in the venv itself, where cuda-pathfinder
+# looks first (site.getsitepackages()), so the pinned NVRTC is the one loaded. Installing with
+# `pip --target` + PYTHONPATH instead loads the image's NVRTC 13.0: pathfinder never searches
+# PYTHONPATH (measured, 2026-12-02).
+#
+# The wheels are fetched by hand (`pip download` of pyproject's pins for cp312 manylinux) and
+# never committed. NVRTC's wheel (58 MB) and the rest (19 MB) are more than one device call
+# may carry (64 MiB), so they travel over two calls of one warm machine: the first carries
+# `.whl-nvrtc` and copies it out of the tree (`cp -r .whl-nvrtc /tmp/wheels-nvrtc`: a carried
+# folder is gone from the tree at the next call); the next carries `.whl` and runs the script.
+BASE=/opt/torch/.venv/bin/python3
+VENV=/tmp/venv
+PY=$VENV/bin/python3
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD/tests/gpu" PYTHONUNBUFFERED=1
 section() { printf '\n=== %s (%s) ===\n' "$1" "$(date -u +%T)"; }
 
 section install
-"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl || exit 1
-if ! "$PY" -c "import pycuda.driver" 2>/dev/null; then
+[ -d /tmp/wheels-nvrtc ] || { echo "no /tmp/wheels-nvrtc: carry .whl-nvrtc and copy it there first"; exit 1; }
+if [ ! -x "$PY" ]; then
+    "$BASE" -m venv "$VENV" || exit 1
+    "$BASE" -c 'import site; print(site.getsitepackages()[0])' \
+        >"$("$PY" -c 'import site; print(site.getsitepackages()[0])')/image-packages.pth"
+fi
+if ! ls .whl/pycuda-*.whl >/dev/null 2>&1 && ! "$PY" -c "import pycuda" 2>/dev/null; then
     section "build PyCUDA"
     rm -rf /tmp/pycuda-build && mkdir -p /tmp/pycuda-build
     tar xzf .whl/pycuda-*.tar.gz -C /tmp/pycuda-build
     (cd /tmp/pycuda-build/pycuda-* && CUDA_ROOT=/usr/local/cuda \
         "$PY" -m pip wheel --no-build-isolation --no-deps -w "$OUT" .) >"$OUT/pycuda-build.log" 2>&1 \
         || { tail -40 "$OUT/pycuda-build.log"; exit 1; }
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$SITE" "$OUT"/pycuda-*.whl || exit 1
+    cp "$OUT"/pycuda-*.whl .whl/
 fi
+"$PY" -m pip install -q --no-index --find-links .whl --find-links /tmp/wheels-nvrtc -e '.[gpu]' || exit 1
+"$PY" -c "from autograder import compiler; print('NVRTC', compiler.nvrtc_version(), compiler.nvrtc_problem() or 'pinned')"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
