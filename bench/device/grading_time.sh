@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Where grading one assignment's reference on the GPU spends its time (bench/gpu_grading_time.py),
 # then optionally the GPU tests and selfcheck. Run on the device from the repository root with
-# `.whl` carried (setup.sh). The NVRTC is the device image's (13.0 on 2026-12-01): cuda-pathfinder
-# finds the image's site-packages before a carried one, so the pinned wheel is not carried.
+# `.whl` carried, after a call that carried `.whl-nvrtc` (setup.sh): the pinned NVRTC compiles.
 # Usage: bash bench/device/grading_time.sh LABEL [ASSIGNMENTS] [cli] [tests] [selfcheck]
 set -uo pipefail
 OUT=${OUT:-/tmp/grading-time-out}
