@@ -53,13 +53,25 @@ from autograder.results import build_results, fallback_results, write_results
 from autograder.rubric import RubricError
 from autograder.spec import SpecError
 
+CHECKOUT = Path(__file__).resolve().parents[1]  # a course beside the grader: this repository
+GRADESCOPE_SOURCE = Path("/autograder/source")  # where Gradescope's image unpacks the course
 
-def default_course_root() -> Path:
-    """The first with a rubric of: the working directory, this checkout, ``/autograder/source``."""
-    for candidate in (Path.cwd(), Path(__file__).resolve().parents[1], Path("/autograder/source")):
-        if (candidate / "rubric.yaml").is_file():
+
+def course_folder(given: Path | None) -> Path:
+    """The course: ``given`` (``--course`` or ``AUTOGRADER_COURSE``) where it holds ``assignments/``,
+    else the first with a ``rubric.yaml`` of the working directory, this checkout and
+    ``/autograder/source``; where there is none, one line that says where none was found and how
+    to point at one (not the first missing file, which names neither)."""
+    looked = (given,) if given else (Path.cwd(), CHECKOUT, GRADESCOPE_SOURCE)
+    marker = "assignments/" if given else "rubric.yaml"
+    for candidate in looked:
+        if (candidate / marker).exists():
             return candidate
-    return Path.cwd()
+    where = " or ".join(str(path) for path in looked)
+    raise click.ClickException(
+        f"no course found at {where} (no {marker} there): run this in the course folder (the one "
+        "holding assignments/ and rubric.yaml) or point at it with --course DIR or AUTOGRADER_COURSE=DIR"
+    )
 
 
 def course_options(command):
@@ -158,7 +170,7 @@ def grade(
     rubric = None
     signal.signal(signal.SIGTERM, raise_terminated)
     try:
-        course = read_course(course_root or default_course_root(), rubric_path)
+        course = read_course(course_folder(course_root), rubric_path)
         rubric = course.rubric
         with backends_for(course, backend) as backends:
             graded = pipeline.grade_submission(
@@ -211,7 +223,7 @@ def optional(what: str, step, *args) -> None:
 def course_or_usage_error(root: Path | None) -> Course:
     """The course, or a clean error naming the bad file and line."""
     try:
-        return read_course(root or default_course_root())
+        return read_course(course_folder(root))
     except (RubricError, SpecError) as e:
         raise click.ClickException(str(e)) from e
 
@@ -557,7 +569,7 @@ def new(name, kernel, course_root):
 
     The scaffold is a working assignment (selfcheck passes); nothing that exists is overwritten.
     """
-    root = course_root or default_course_root()
+    root = course_folder(course_root)
     try:
         written = authoring.scaffold(root, name, kernel)
     except authoring.AuthoringError as e:
@@ -591,7 +603,7 @@ def starters(names, check_only, course_root):
 
     The SOLUTION blocks are removed and the PROMPT blocks un-commented (docs/authoring.md).
     """
-    root = course_root or default_course_root()
+    root = course_folder(course_root)
     try:
         known = authoring.assignment_names(root)
         unknown = [name for name in names if name not in known]

@@ -276,3 +276,42 @@ def test_an_unpinned_nvrtc_is_named_on_the_graders_log_not_to_the_student(course
     assert "NVRTC" not in results.read_text()
     monkeypatch.setattr(compiler, "nvrtc_version", lambda: compiler.PINNED_NVRTC)
     assert compiler.nvrtc_problem() is None
+
+
+NEEDS_A_COURSE = [
+    ["check", "kernel.cu"],
+    ["profile", "kernel.cu", "--assignment", "vec"],
+    ["selfcheck"],
+    ["handout", "vec"],
+    ["gradescope", "vec"],
+    ["handout-profiles"],
+    ["new", "vec2"],
+    ["starters"],
+    ["batch", ".", "--out", "graded"],
+    ["serve", "--token-file", "kernel.cu"],
+]
+
+
+@pytest.mark.parametrize("args", NEEDS_A_COURSE, ids=lambda a: a[0])
+def test_a_command_run_outside_a_course_says_where_it_looked_and_how_to_name_one(args, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "CHECKOUT", tmp_path / "site-packages")  # installed, not a checkout
+    monkeypatch.delenv("AUTOGRADER_COURSE", raising=False)
+    (tmp_path / "kernel.cu").write_text("__global__ void vec() {}\n")
+    outcome = CliRunner().invoke(cli.main, args)
+    assert outcome.exit_code == 1 and isinstance(outcome.exception, SystemExit), outcome.output
+    (line,) = outcome.output.splitlines()
+    assert f"no course found at {tmp_path} or {tmp_path / 'site-packages'} or /autograder/source" in line
+    assert line.endswith("--course DIR or AUTOGRADER_COURSE=DIR")
+    named = CliRunner().invoke(cli.main, args, env={"AUTOGRADER_COURSE": str(tmp_path)})
+    assert f"no course found at {tmp_path} (no assignments/ there)" in named.output
+
+
+def test_grade_outside_a_course_says_so_in_results_json(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "CHECKOUT", tmp_path / "site-packages")
+    monkeypatch.delenv("AUTOGRADER_COURSE", raising=False)
+    outcome = run("grade", tmp_path, "--results", tmp_path / "results.json")
+    assert outcome.exit_code == 2
+    output = json.loads((tmp_path / "results.json").read_text())["output"]
+    assert "no course found at" in output and "--course DIR or AUTOGRADER_COURSE=DIR" in output
