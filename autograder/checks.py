@@ -6,8 +6,11 @@ A check asks a :class:`Runs` for the outcomes it needs (``grading``: the grading
 compares anything itself: it only scores. It asks what a backend can do
 (:class:`Capabilities`), never which backend it is. Every check except correctness is
 gated: it scores 0 unless the kernel computes the right answer on the very cases the check
-runs, so an empty stub collects nothing. A bounds or barriers finding counts wherever it was
-seen: on any launch of the student's kernel that the grading made, in any case group.
+runs, so an empty stub collects nothing. A timed performance item is gated on the
+assignment's correctness items too, first, on every backend alike: a kernel wrong there scores
+0 with that reason, and is never flagged for a GPU regrade it could not pass. A bounds or
+barriers finding counts wherever it was seen: on any launch of the student's kernel that the
+grading made, in any case group.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from autograder.vocabulary import CHECKS, SPILLS
 MAX_FINDINGS_SHOWN = 8
 MAX_CASES_NAMED = 6  # per collapsed finding
 MAX_PRINTED_LINES = 5  # of a kernel's printf output, per case, in the student's feedback
+# Findings whose read got no defined value, so that outputs computed from it are wrong.
+UNDEFINED_READS = ("out_of_bounds_read", "uninitialized_shared_read", "uninitialized_global_read")
 
 
 class Runs(Protocol):
@@ -57,6 +62,9 @@ class Runs(Protocol):
 
     def student_outcomes(self) -> list[CaseOutcome]:
         """Every launch of the student's kernel the grading makes (``student_launches``), each once."""
+
+    def correctness_outcomes(self) -> list[CaseOutcome]:
+        """The cases of the assignment's correctness items on the grading backend, each group once."""
 
 
 # The roles each check runs the student's kernel on (``Runs.outcomes``); a timed performance
@@ -148,13 +156,17 @@ def traffic(item: Item, runs: Runs) -> ItemResult:
 def performance_check(item: Item, runs: Runs) -> ItemResult:
     """Speed against the reference (``performance.py``): device time, or a counted metric.
 
-    ``metric: time`` needs a grading backend that ``measures_time`` (a GPU): without one the
-    item is not run and is flagged for regrading on a GPU, never scored 0 silently. A
-    counter metric scores like ``traffic``. A time under the device's physical floor is
-    scored but flagged for a TA.
+    ``metric: time`` is scored 0 first when the correctness items found the kernel wrong (no
+    speed is measured, nothing is flagged); else it needs a grading backend that
+    ``measures_time`` (a GPU): without one the item is not run and is flagged for regrading on
+    a GPU, never scored 0 silently. A counter metric scores like ``traffic``. A time under the
+    device's physical floor is scored but flagged for a TA.
     """
     if not performance.is_timed(item.metric):
         return traffic(item, runs)
+    wrong = _wrong_results(runs.correctness_outcomes())
+    if wrong:
+        return _result(item, 0.0, [_unmeasured(wrong)], wrong)
     why = runs.why_untimed()
     if why:
         evidence = performance.not_run(item.metric, why)
@@ -176,6 +188,23 @@ def performance_check(item: Item, runs: Runs) -> ItemResult:
         outcomes,
         regrade=evidence.below_floor,
         ratio=evidence,
+    )
+
+
+def _wrong_results(outcomes: list[CaseOutcome]) -> list[CaseOutcome]:
+    """The correctness cases the kernel got wrong; a case the grader failed (flagged for a TA)
+    proves nothing about the kernel."""
+    return [o for o in outcomes if not o.correct and not o.grader_fault]
+
+
+def _unmeasured(wrong: list[CaseOutcome]) -> str:
+    """Why a timed item scores 0 on every backend, with no GPU regrade: a kernel whose results
+    are wrong can never earn speed points, so timing it (or sending it to a TA) is pointless."""
+    first = wrong[0]
+    more = f" and {counted(len(wrong) - 1, 'more case')}" if len(wrong) > 1 else ""
+    return (
+        f"not awarded: your kernel's results are wrong on {first.group} case {first.label()}{more} "
+        "(see the correctness items), so its speed is not measured; fix its results first"
     )
 
 
@@ -338,12 +367,32 @@ def _describe_launch(outcome: CaseOutcome) -> str:
     if outcome.error:
         return head + outcome.error
     problems = [_describe_output(o) for o in outcome.outputs if not o.ok]
+    if problems:
+        problems += _undefined_reads(outcome.findings)[:1]
     problems += [f"input {name} was modified by the kernel" for name in outcome.inputs_modified]
     problems += _messages([f for f in outcome.findings if f.check == "correctness"])
     if not problems:
         worst = max((o.max_abs_error or 0.0 for o in outcome.outputs), default=0.0)
         return head + f"correct (max abs error {worst:.3g})"
     return head + "; ".join(problems)
+
+
+def _undefined_reads(findings: tuple[Finding, ...]) -> list[str]:
+    """The reads of this launch that got no defined value: the likely cause of its wrong (often
+    NaN) outputs, said beside them, since the item that scores them is another one."""
+    return [
+        f"the same launch {_what_was_read(f)} ({f.check} item): that read's value is undefined"
+        for f in findings
+        if f.kind in UNDEFINED_READS
+    ]
+
+
+def _what_was_read(f: Finding) -> str:
+    at = f" on line {f.line}" if f.line else ""
+    if f.kind == "out_of_bounds_read" and None not in (f.array, f.index, f.bound):
+        where = "past its end" if f.index >= f.bound else "before its start"
+        return f"read {f.array}[{f.index}] {where}{at}"
+    return f"reported: {capped(f.message, LINE_BYTES)}"
 
 
 def _printed(stdout: str) -> str:

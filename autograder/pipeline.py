@@ -16,6 +16,7 @@ the bounds and barriers items also carry compute-sanitizer's unscored second opi
 from __future__ import annotations
 
 import math
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +32,9 @@ from autograder.backends.base import (
     CompileError,
     Launch,
     LaunchTimeout,
+    Program,
     Timing,
+    TimingRequest,
     Unsupported,
 )
 from autograder.backends.occupancy import Occupancy
@@ -71,6 +74,9 @@ WORK_FLOOR = 10_000_000
 TOTAL_MULTIPLE = 8
 RESOURCE_ARCH = "sm_90"  # the GPU whose registers and occupancy resources items judge
 STALLED_S = 2.0  # the time limit of a student's launches once one of them did not finish
+# A file name NVRTC's log and the PTX's quoted ``.file`` directive carry as it is (no quote, no
+# backslash, no control character): the student's own name is used only then.
+_PLAIN_NAME = re.compile(r"[\w .+,()\[\]-]{1,120}\.cu", re.ASCII | re.IGNORECASE)
 
 
 class CaseRunner:
@@ -86,9 +92,11 @@ class CaseRunner:
         deadline: float,
         recorded: reference_counters.Recorded | None = None,
         items: tuple[Item, ...] = (),
+        filename: str | None = None,
     ):
         self.spec = _with_cases(spec, secret, recorded)
         self.sources = sources  # "student" and "reference"
+        self.filename = filename  # the student's file as submitted (None: the assignment's own name)
         self.recorded = recorded  # the reference's counters, where its source is not here (a handout)
         self.roles = {
             "grading": (backends.grading, "student"),
@@ -104,6 +112,7 @@ class CaseRunner:
         self._drawn: dict[tuple[str, int], Background] = {}  # a gating case drawn ahead, by (group, index)
         self.stalled = False  # a launch of the student's kernel did not finish
         self.launched = student_launches(items)  # (role, group): where the items run the student's kernel
+        self.correctness_groups = list(dict.fromkeys(i.cases for i in items if i.check == "correctness"))
         # what the student's kernel and the reference's ran on the counting backend so far
         self.work = {"student": 0, "reference": 0}
 
@@ -152,7 +161,11 @@ class CaseRunner:
         drawn = self._drawn.pop((ref.group, ref.index), None) if backend is self.roles["grading"][0] else None
         try:
             prepared = drawn.result() if drawn and student else prepare(self.spec, source, ref, self.case_s)
-            launch = self._limited(prepared.launch, backend, ref, left) if student else prepared.launch
+            launch = (
+                self._limited(self.submitted(prepared.launch), backend, ref, left)
+                if student
+                else prepared.launch
+            )
             started = time.monotonic()  # the launch's own time, not the reference's it is limited by
             judgement = judged(outcome, self.spec, prepared, backend.launch(launch))
         except Unsupported as e:  # the emulator's limit, not the student's fault: a person should look
@@ -196,6 +209,9 @@ class CaseRunner:
             f"{how}: your kernel ran {two_decimals(ratio)} times the reference's instructions over "
             f"the graded cases; the grader stops at {TOTAL_MULTIPLE} times"
         )
+
+    def correctness_outcomes(self) -> list[CaseOutcome]:
+        return [o for group in self.correctness_groups for o in self.outcomes("grading", group)]
 
     def student_outcomes(self) -> list[CaseOutcome]:
         """Every launch of the student's kernel that the items make (``checks.student_launches``),
@@ -248,15 +264,24 @@ class CaseRunner:
             else timing_requests(self.spec, self.sources, group, self.secret, self.case_s)
         )
         return [
-            performance.with_work(grading.time(r), performance.minimum_work(self.spec, r.case))
+            performance.with_work(
+                grading.time(self._submitted_request(r)), performance.minimum_work(self.spec, r.case)
+            )
             for r in requests
         ]
+
+    def submitted(self, launch: Launch) -> Launch:
+        """A launch of the student's kernel whose compile log and findings name the student's file."""
+        return replace(launch, program=named(launch.program, self.filename))
+
+    def _submitted_request(self, request: TimingRequest) -> TimingRequest:
+        return replace(request, student=tuple(map(self.submitted, request.student)))
 
     def resources(self, group: str) -> list[tuple[dict, Resources, Occupancy]]:
         """What ptxas gives the student's kernel for sm_90 on each case of ``group``, and the occupancy."""
         figures = []
         for case in (ref.case for ref in group_cases(self.spec, group, self.secret)):
-            launch = bare_launch(self.spec, self.sources["student"], case, self.case_s)
+            launch = self.submitted(bare_launch(self.spec, self.sources["student"], case, self.case_s))
             found = kernel_resources(launch.program, RESOURCE_ARCH)
             figures.append((dict(case), found, found.occupancy(math.prod(launch.block), launch.shared_bytes)))
         return figures
@@ -264,7 +289,7 @@ class CaseRunner:
     def launches(self, group: str) -> Iterator[Launch]:
         """The student's launches of ``group``, exactly as grading ran them."""
         return (
-            p.launch
+            self.submitted(p.launch)
             for p in prepare_group(self.spec, self.sources["student"], group, self.secret, self.case_s)
         )
 
@@ -300,6 +325,18 @@ def _after(first: list[Background], function: Callable, *args):
     for drawn in first:
         drawn.wait()
     return function(*args)
+
+
+def named(program: Program, filename: str | None) -> Program:
+    """``program`` as ``filename`` (the student's file), so that NVRTC's log, ptxas's and the
+    findings name the file the student submitted, not the assignment's (None: unchanged)."""
+    return replace(program, filename=filename) if filename else program
+
+
+def submitted_name(path: Path, spec: Spec) -> str:
+    """The name the student's file goes by in compiles: its own (``attempt1.cu``) where NVRTC
+    and the PTX's ``.file`` directive carry it unchanged, else the assignment's."""
+    return path.name if _PLAIN_NAME.fullmatch(path.name) else f"{spec.name}.cu"
 
 
 def _fault(outcome: CaseOutcome, message: str) -> CaseOutcome:
@@ -386,8 +423,9 @@ def _grade_assignment(
     path, problem = found.locate(name)
     source, problem = read_source(path) if path else ("", problem)
     regrade = False
+    filename = submitted_name(path, spec) if path else None
     if problem is None:
-        problem, regrade = _compile_problem(backends.grading, spec, source, items)
+        problem, regrade = _compile_problem(backends.grading, spec, source, items, filename)
     if problem is not None:
         yield from _ungraded(items, problem, regrade)
         return
@@ -397,7 +435,7 @@ def _grade_assignment(
         reference_counters.load(course.reference_counters(name)) if sources["reference"] is None else None
     )
     runner = CaseRunner(
-        spec, sources, backends, secret, course.rubric.limits.case_s, deadline, recorded, items
+        spec, sources, backends, secret, course.rubric.limits.case_s, deadline, recorded, items, filename
     )
     runner.prefetch_timings(
         [i.cases for i in items if i.check == "performance" and performance.is_timed(i.metric)]
@@ -437,7 +475,7 @@ def check_item(item: Item, runner: CaseRunner) -> ItemResult:
 
 
 def _compile_problem(
-    backend: Backend, spec: Spec, source: str, items: tuple[Item, ...]
+    backend: Backend, spec: Spec, source: str, items: tuple[Item, ...], filename: str | None
 ) -> tuple[str | None, bool]:
     """Compile the first case's program once; a compile error fails every item of the assignment.
 
@@ -445,7 +483,7 @@ def _compile_problem(
     """
     case = spec.cases[items[0].cases][0]
     try:
-        backend.compile(program(spec, source, case))
+        backend.compile(named(program(spec, source, case), filename))
     except CompileError as e:
         return str(e), False
     except Exception as e:  # a crashed worker or a grader bug: this assignment is flagged, the rest graded

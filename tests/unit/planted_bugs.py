@@ -135,7 +135,7 @@ MUTANTS = [
     (
         "pipeline: no compile gate",
         "autograder/pipeline.py",
-        "        problem, regrade = _compile_problem(backends.grading, spec, source, items)",
+        "        problem, regrade = _compile_problem(backends.grading, spec, source, items, filename)",
         "        problem, regrade = None, False",
     ),
     (

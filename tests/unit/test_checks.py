@@ -61,6 +61,9 @@ class FakeRuns:
     def same_backend(self, role, other):
         return not self.grading_apart or role == other
 
+    def correctness_outcomes(self):
+        return self.lists["grading"]
+
 
 OOB = Finding(
     "out_of_bounds_write", "vec.cu:3: thread (5,0,0) of block (1,0,0) wrote c[10] past its end", line=3
@@ -347,3 +350,27 @@ def test_a_large_output_compared_in_slices_gives_the_figures_of_one_pass(dtype, 
     assert (c.wrong, c.unwritten, c.nan, c.infinite) == (wrong, unwritten, nan, infinite)
     assert (c.max_abs_error, c.max_rel_error) == (max_abs, max_rel)
     assert c.first_wrong == f"y[{first}]" == "y[1234]"
+
+
+def test_a_nan_output_names_the_undefined_read_of_the_same_launch_that_explains_it():
+    read = Finding(
+        "out_of_bounds_read",
+        "vec.cu:4: thread (1,0,0) of block (9,0,0) read a[2450] past its end (a has 2450 elements)",
+        line=4,
+        array="a",
+        index=2450,
+        bound=2450,
+    )
+    unset = Finding("uninitialized_shared_read", "vec.cu:7: thread (0,0,0) read s[3] that no thread wrote")
+    nan = OutputComparison("c", 2450, 1, 1, 0.0, 0.0, "c[2449]", math.nan, 2.0, nan=1)
+    text = describe(case(2450, [read, unset], output=nan))
+    assert "got nan, expected 2; 1 is NaN (never written, or computed as NaN)" in text
+    assert text.endswith(
+        "the same launch read a[2450] past its end on line 4 (bounds item): that read's value is undefined"
+    )  # the first such read only: it names the finding, the bounds item lists the rest
+    alone = describe(case(64, [unset], output=nan))
+    assert alone.endswith(
+        "the same launch reported: vec.cu:7: thread (0,0,0) read s[3] that no thread wrote (barriers item): "
+        "that read's value is undefined"
+    )
+    assert "the same launch" not in describe(case(2450, [read]))  # right outputs: nothing to explain

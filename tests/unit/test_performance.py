@@ -457,6 +457,9 @@ class _Runs:
     def same_backend(self, role, other):
         return self.backend != "gpu"
 
+    def correctness_outcomes(self):
+        return self.outcomes("grading", "ragged")
+
     def timings(self, group):
         if isinstance(self.timings_given, Exception):
             raise self.timings_given
@@ -482,6 +485,16 @@ def test_performance_item_on_gpu_scores_the_timing_with_its_evidence():
 def test_performance_item_is_gated_on_correct_answers():
     result = checks.performance_check(PERF_ITEM, _Runs("gpu", [_timing(1.0, 1.0)], correct=False))
     assert result.score == 0.0 and "not awarded" in result.output
+
+
+@pytest.mark.parametrize("backend", ["emulator", "gpu"])
+def test_a_kernel_wrong_on_correctness_scores_0_for_speed_with_no_regrade_on_every_backend(backend):
+    result = checks.performance_check(PERF_ITEM, _Runs(backend, [_timing(1.0, 1.0)], correct=False))
+    assert (result.score, result.regrade, result.not_run) == (0.0, False, None)
+    assert result.output.startswith(
+        "not awarded: your kernel's results are wrong on ragged case n=16777216 (see the correctness "
+        "items), so its speed is not measured"
+    )
 
 
 def test_an_impossible_time_is_scored_but_flagged_for_a_ta():

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from autograder import pipeline, reference_counters, sanitize
+from autograder import gpu_service, pipeline, reference_counters, sanitize
 from autograder.backends import Backends
 from autograder.backends.base import (
     Buffer,
@@ -22,6 +22,7 @@ from autograder.report import write_report
 from autograder.results import build_results, fallback_results
 from autograder.sanitize import SanitizerRun
 
+from .conftest import write
 from .fake_backend import FakeBackend
 
 OUT_OF_BOUNDS = """
@@ -87,6 +88,30 @@ def test_starter_scores_zero_everywhere(course, backends):
     assert "70 are NaN (never written, or computed as NaN)" in ragged.output
 
 
+@pytest.mark.parametrize("timed", [False, True], ids=["emulator", "gpu"])
+def test_a_kernel_that_can_never_score_is_not_sent_for_a_gpu_regrade(course, timed, tmp_path):
+    """The starter is wrong on the correctness cases: its timed item scores 0 saying so, on the
+    emulator as on a GPU (never timed there), and nothing says a TA regrades it."""
+    gpu = Timed()
+    graded = grade(
+        course,
+        Backends(gpu, FakeBackend()) if timed else Backends(*[FakeBackend()] * 2),
+        course.root / "starter",
+    )
+    speed = next(r for r in graded.items if r.item.check == "performance")
+    assert (speed.score, speed.regrade, speed.not_run) == (0.0, False, None)
+    assert not gpu_service.needs_service(speed) and gpu.requests == []
+    assert speed.output.startswith(
+        "not awarded: your kernel's results are wrong on aligned case n=64, T=32 and 2 more cases "
+        "(see the correctness items), so its speed is not measured"
+    )
+    results = build_results(graded, course.rubric)
+    assert "could not be graded here" not in results["output"]
+    assert not any("regrade" in t["tags"] for t in results["tests"])
+    json_path, _ = write_report(tmp_path / "report", graded, course.root / "starter")
+    assert not any(item["regrade"] for item in json.loads(json_path.read_text())["items"])
+
+
 def test_out_of_bounds_loses_only_bounds(course, backends, submit):
     graded = grade(course, backends, submit(vec=OUT_OF_BOUNDS))
     assert scores(graded) == {
@@ -146,6 +171,23 @@ def test_compile_error_fails_every_item_with_the_line(course, backends, submit):
     assert all("vec.cu(2): error: expected a ';'" in r.output for r in graded.items)
     first, *rest = graded.items
     assert all(r.output.endswith(f"(the whole message is under '{first.item.name}')") for r in rest)
+
+
+def test_the_compile_error_and_every_launch_name_the_file_the_student_submitted(course, tmp_path):
+    """Found as vec's by the kernel it declares, ``attempt1.cu`` is the name NVRTC's log gives;
+    its launches and timings carry that name too (the reference keeps its own)."""
+    folder = tmp_path / "submission"
+    write(folder / "attempt1.cu", "# __global__ void vec(" + COMPILE_ERROR)
+    failed = grade(course, Backends(*[FakeBackend()] * 2), folder, assignments=["vec"])
+    assert all("attempt1.cu(3): error: expected a ';'" in r.output for r in failed.items)
+    assert not any("vec.cu" in r.output or r.regrade or r.not_run for r in failed.items)
+    write(folder / "attempt1.cu", "# __global__ void vec(\n" + VEC_SOURCE)
+    gpu = Timed()
+    graded = grade(course, Backends(gpu, FakeBackend()), folder, assignments=["vec"])
+    assert next(r for r in graded.items if r.item.check == "performance").score == 1.0
+    student = [*gpu.launched, *(launch for request in gpu.requests for launch in request.student)]
+    assert {launch.program.filename for launch in student} == {"attempt1.cu"}
+    assert gpu.requests[0].reference.filename == "vec.cu"
 
 
 def test_a_long_compiler_log_is_shown_once(course, submit):
