@@ -25,13 +25,16 @@ from autograder.feedback import two_decimals
 from autograder.model import Course
 
 
-def build(course: Course, names: list[str], out: Path, backends: Backends) -> list[str]:
+def build(
+    course: Course, names: list[str], out: Path, backends: Backends, checkout: Path = packaging.CHECKOUT
+) -> list[str]:
     """Write the handout of ``names`` to ``out`` (a folder, or a zip if it ends in .zip); its files.
 
-    ``backends.safety`` (the emulator) runs the reference kernels to record their counters.
+    The grader's source comes from ``checkout``; ``backends.safety`` (the emulator) runs the
+    reference kernels to record their counters.
     """
     names = packaging.in_rubric_order(course, names)
-    entries = packaging.grader_package()
+    entries = packaging.grader_package(checkout)
     for name in names:
         entries |= packaging.tree(course.root / "assignments" / name, f"assignments/{name}")
         entries[f"starter/{name}.cu"] = (course.root / "starter" / f"{name}.cu", 0o644)
@@ -91,14 +94,25 @@ def readme(course: Course, names: list[str]) -> str:
 {rows}
 ## Set up, once
 
+In this folder, make a virtual environment and install the grader into it:
+
 ```console
+python3 -m venv .venv
+. .venv/bin/activate
 python3 -m pip install .
 ```
 
-This installs `autograder`, the course's own grader. It compiles CUDA with NVRTC from pip, so
-it needs neither a GPU nor a CUDA installation: Linux or Windows on x86-64, or Linux on arm64
-(on a Mac, use a Linux container or a lab machine). With an NVIDIA GPU and its driver,
-`python3 -m pip install '.[gpu]'` adds PyCUDA, and kernels then run on the GPU.
+This installs `autograder`, the course's own grader, in `.venv` and nowhere else. A plain
+`pip install .` outside a virtual environment fails on Debian and Ubuntu with
+`error: externally-managed-environment`: their Python belongs to the system (PEP 668). There,
+`python3 -m venv` needs the `python3-venv` package first: `sudo apt install python3-venv`. On
+Windows, activate with `.venv\\Scripts\\activate` instead. In every new terminal, activate it
+again (`. .venv/bin/activate`) before using `autograder`.
+
+The grader compiles CUDA with NVRTC from pip, so it needs neither a GPU nor a CUDA
+installation: Linux or Windows on x86-64, or Linux on arm64 (on a Mac, use a Linux container
+or a lab machine). With an NVIDIA GPU and its driver, `python3 -m pip install '.[gpu]'` adds
+PyCUDA, and kernels then run on the GPU.
 
 ## Check a kernel before you submit it
 
@@ -106,13 +120,13 @@ it needs neither a GPU nor a CUDA installation: Linux or Windows on x86-64, or L
 autograder check starter/{first}.cu
 ```
 
-Run it in this folder (or pass `--course` with this folder's path). It grades the file as the
-course's grader does: the same cases with fresh random inputs, the same rubric, every item's
-feedback. Without a GPU your kernel runs on the grader's emulator, which also checks every
-memory access, every `__syncthreads()` and the memory traffic it counts against the reference
-kernel's (`reference/<name>.counters.json` holds the reference's counts, not its code). Speed
-against the reference kernel is measured only when the course grades your submission on a GPU:
-`check` says so for those items.
+Run it in this folder with `.venv` activated (or pass `--course` with this folder's path). It
+grades the file as the course's grader does: the same cases with fresh random inputs, the same
+rubric, every item's feedback. Without a GPU your kernel runs on the grader's emulator, which
+also checks every memory access, every `__syncthreads()` and the memory traffic it counts
+against the reference kernel's (`reference/<name>.counters.json` holds the reference's counts,
+not its code). Speed against the reference kernel is measured only when the course grades your
+submission on a GPU: `check` says so for those items.
 
 Submit each kernel as `<assignment>.cu` (for example `{first}.cu`).
 """
