@@ -22,7 +22,8 @@ from autograder.rubric import load_rubric
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip holds
-_LEFT_OUT = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache"})
+# caches, and what `pip install .` leaves in the folder it installs from
+_LEFT_OUT = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache", "build"})
 
 Entries = dict[str, tuple[Path, int]]  # name in the package -> (file on disk, mode)
 Contents = dict[str, tuple[bytes, int]]  # name in the package -> (bytes, mode)
@@ -45,16 +46,21 @@ def grader_package(checkout: Path = CHECKOUT) -> Entries:
 
 
 def tree(folder: Path, prefix: str) -> Entries:
-    """The files under ``folder`` (no caches, no hidden files, no links), by their name in the package."""
+    """The files under ``folder`` by their name in the package: no hidden files, no links, no caches
+    and none of the ``build/`` and ``*.egg-info/`` that ``pip install .`` leaves behind."""
     found = {}
     for parent, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if d not in _LEFT_OUT and not d.startswith(".")]
+        dirs[:] = [d for d in dirs if not _left_out(d)]
         for name in files:
             path = Path(parent) / name
             if name.startswith(".") or name.endswith((".pyc", ".pyo")) or path.is_symlink():
                 continue
             found[f"{prefix}/{path.relative_to(folder).as_posix()}"] = (path, 0o644)
     return found
+
+
+def _left_out(folder_name: str) -> bool:
+    return folder_name in _LEFT_OUT or folder_name.startswith(".") or folder_name.endswith(".egg-info")
 
 
 def read(entries: Entries) -> Contents:
