@@ -203,8 +203,8 @@ def _unmeasured(wrong: list[CaseOutcome]) -> str:
     first = wrong[0]
     more = f" and {counted(len(wrong) - 1, 'more case')}" if len(wrong) > 1 else ""
     return (
-        f"not awarded: your kernel's results are wrong on {first.group} case {first.label()}{more} "
-        "(see the correctness items), so its speed is not measured; fix its results first"
+        f"not awarded: your kernel is not correct on {first.group} case {first.label()}{more} "
+        "(see the correctness items), so its speed is not measured; make it correct first"
     )
 
 

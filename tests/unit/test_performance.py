@@ -492,7 +492,7 @@ def test_a_kernel_wrong_on_correctness_scores_0_for_speed_with_no_regrade_on_eve
     result = checks.performance_check(PERF_ITEM, _Runs(backend, [_timing(1.0, 1.0)], correct=False))
     assert (result.score, result.regrade, result.not_run) == (0.0, False, None)
     assert result.output.startswith(
-        "not awarded: your kernel's results are wrong on ragged case n=16777216 (see the correctness "
+        "not awarded: your kernel is not correct on ragged case n=16777216 (see the correctness "
         "items), so its speed is not measured"
     )
 

@@ -102,7 +102,7 @@ def test_a_kernel_that_can_never_score_is_not_sent_for_a_gpu_regrade(course, tim
     assert (speed.score, speed.regrade, speed.not_run) == (0.0, False, None)
     assert not gpu_service.needs_service(speed) and gpu.requests == []
     assert speed.output.startswith(
-        "not awarded: your kernel's results are wrong on aligned case n=64, T=32 and 2 more cases "
+        "not awarded: your kernel is not correct on aligned case n=64, T=32 and 2 more cases "
         "(see the correctness items), so its speed is not measured"
     )
     results = build_results(graded, course.rubric)
