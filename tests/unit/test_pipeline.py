@@ -1,5 +1,6 @@
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -188,6 +189,14 @@ def test_the_compile_error_and_every_launch_name_the_file_the_student_submitted(
     student = [*gpu.launched, *(launch for request in gpu.requests for launch in request.student)]
     assert {launch.program.filename for launch in student} == {"attempt1.cu"}
     assert gpu.requests[0].reference.filename == "vec.cu"
+
+
+def test_a_file_name_nvrtc_or_the_ptx_could_not_carry_compiles_as_the_assignments(course):
+    spec = course.specs["vec"]
+    assert pipeline.submitted_name(Path("hw1/attempt 2 (copy).CU"), spec) == "attempt 2 (copy).CU"
+    assert [pipeline.submitted_name(Path(name), spec) for name in ('a"b.cu', "a\\b.cu", "é.cu")] == [
+        "vec.cu"
+    ] * 3
 
 
 def test_a_long_compiler_log_is_shown_once(course, submit):
