@@ -43,6 +43,7 @@ from autograder.ledger import (
     ledger_table,
     lines_table,
     reference_counts,
+    roofline_case,
     stand_in,
     timed_scale,
 )
@@ -674,7 +675,8 @@ def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: li
     "--case",
     "case_texts",
     multiple=True,
-    help="Case parameters as k=v,k=v; repeat for several (default: the first case of the `safety` group).",
+    help="Case parameters as k=v,k=v; repeat for several (default: the first case of the `safety` group, "
+    "and with --plot the roofline's case after it).",
 )
 @click.option(
     "--seed",
@@ -688,7 +690,8 @@ def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: li
     "--plot",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also draw the roofline of the first case (yours and the reference's point) to this .svg or .png.",
+    help="Also draw the roofline (yours and the reference's point) to this .svg or .png, at the last case: "
+    "without --case, the largest graded case with the timed case's tiles.",
 )
 @click.option(
     "--timings",
@@ -726,10 +729,9 @@ def profile(submission, assignment, case_texts, seed, as_json, plot, timings, ar
     limits = course.rubric.limits
     emulator = select_backend("emulator", limits.compile_s, limits.emulator_mb)
     try:
-        runs = [
-            profiled(course, spec, source, case, seed, emulator) for case in profile_cases(spec, case_texts)
-        ]
-        measured, title = [], f"{assignment}: {runs[0]['which']}"
+        cases = profile_cases(spec, case_texts, bool(plot))
+        runs = [profiled(course, spec, source, case, seed, emulator) for case in cases]
+        measured, title = [], f"{assignment} at {roofline.case_text(runs[-1]['case'])}\n({runs[-1]['which']})"
         if timed and (counted_on := stand_in(spec, timed["case"])):
             scale = timed_scale(spec, counted_on, timed["case"])
             measured = timed_points(course, spec, source, timed, (counted_on, scale), seed, emulator)
@@ -750,7 +752,7 @@ def profile(submission, assignment, case_texts, seed, as_json, plot, timings, ar
         click.echo("\n\n".join(run["text"] for run in runs))
         click.echo("\n" + (resources.get("error") or describe(resources)))
     if plot:
-        plot_roofline(runs[0], arch, plot, title, measured)
+        plot_roofline(runs[-1], arch, plot, title, measured)
     if any(run["findings"] for run in runs):
         sys.exit(1)
 
@@ -801,15 +803,20 @@ def plot_roofline(run: dict, arch: str, path: Path, title: str, measured: list[r
             f"the roofline needs matplotlib: pip install 'cuda-autograder[plot]' (in a checkout: "
             f"pip install -e '.[plot]') ({e})"
         ) from e
-    click.echo(f"roofline -> {path}")
+    click.echo(f"roofline -> {path}", err=True)  # beside stdout's --json, not in it
 
 
-def profile_cases(spec, case_texts: tuple[str, ...]) -> list[tuple[dict, str]]:
-    """The cases ``--case`` names (each k=v,k=v), or the first of the safety group; with how to say which."""
+def profile_cases(spec, case_texts: tuple[str, ...], plot: bool) -> list[tuple[dict, str]]:
+    """The cases ``--case`` names (each k=v,k=v), or the first of the safety group and, for ``--plot``,
+    the case the roofline is drawn at (``ledger.roofline_case``) after it; with how to say which."""
     if case_texts:
         return [(parse_case(text), "") for text in case_texts]
     group, case = first_case(spec)
-    return [(case, f"the first case of the {group} group")]
+    cases = [(case, f"the first case of the {group} group")]
+    group, drawn = roofline_case(spec)
+    if plot and drawn != case:
+        cases.append((drawn, f"the roofline's case: the largest {group} case with the timed case's tiles"))
+    return cases
 
 
 def profiled(course: Course, spec, source: str, given: tuple[dict, str], seed: int, emulator) -> dict:
@@ -825,7 +832,7 @@ def profiled(course: Course, spec, source: str, given: tuple[dict, str], seed: i
     except BackendError as e:
         raise click.ClickException(str(e)) from e
     how = how or (f"{ref.group} case {ref.index + 1}" if ref.group != "custom" else "given with --case")
-    title = f"Case {', '.join(f'{k}={v}' for k, v in case.items())} ({how})"
+    title = f"Case {roofline.case_text(case)} ({how})"
     filename = prepared.launch.program.filename
     counters = result.counters or Counters()
     # values as the grading counts them, bytes over the element size (ledger.graded_totals)

@@ -174,13 +174,37 @@ def first_case(spec: Spec) -> tuple[str, Case]:
     return group, dict(spec.cases[group][0])
 
 
+def timed_case(spec: Spec) -> Case | None:
+    """The case of the perf group with the most work (the one the roofline's timed points show);
+    None where the spec has no perf group."""
+    return max(spec.cases.get("perf", ()), key=lambda c: minimum_work(spec, c).flops, default=None)
+
+
+def roofline_case(spec: Spec) -> tuple[str, Case]:
+    """The case a roofline is drawn at (``profile --plot``, the class report's student pages): the
+    largest case listed outside the perf group with the timed case's compile-time parameters
+    (``like_timed``), ragged ones included. Not the first safety case (n=1), where one thread does
+    all the work and every kernel sits at the same point; this one moves data as the timed kernel
+    does, at a size the emulator counts in seconds, and where it is ragged a missing guard shows."""
+    timed = timed_case(spec)
+    listed = [(g, dict(c)) for g, cases in spec.cases.items() if g != "perf" for c in cases]
+    alike = [(g, c) for g, c in listed if timed is None or like_timed(spec, c, timed)]
+    return max(alike or listed, key=lambda gc: minimum_work(spec, gc[1]).bytes)
+
+
+def like_timed(spec: Spec, case: Case, timed: Case) -> bool:
+    """Whether ``case`` has ``timed``'s compile-time parameters (those ``Spec.defines`` names: the
+    tiles, the block), and so moves data as the timed kernel does."""
+    tiles = {name for expression in spec.defines.values() for name in IDENTIFIER.findall(expression)}
+    return all(case.get(k) == timed.get(k) for k in tiles)
+
+
 def stand_in(spec: Spec, timed: Case) -> Case | None:
     """The aligned case a timed case (far too large to count) is counted on: the largest with
-    its compile-time parameters (those ``Spec.defines`` names: the tiles, the block), so that it
-    moves data as the timed kernel does (``timed_scale`` grows its counts to the timed case);
-    None where no aligned case has them."""
-    tiles = {name for expression in spec.defines.values() for name in IDENTIFIER.findall(expression)}
-    alike = [dict(c) for c in spec.cases.get("aligned", ()) if all(c.get(k) == timed.get(k) for k in tiles)]
+    its compile-time parameters (``like_timed``), so that ``timed_scale`` can grow its counts to
+    the timed case by the lecture's closed forms, which hold on aligned cases; None where no
+    aligned case has them."""
+    alike = [dict(c) for c in spec.cases.get("aligned", ()) if like_timed(spec, c, timed)]
     return max(alike, key=lambda c: minimum_work(spec, c).bytes, default=None)
 
 
@@ -204,17 +228,18 @@ def timed_scale(spec: Spec, stand_in: Case, timed: Case) -> dict[str, float]:
 
 
 def class_ledger(course: Course, names: list[str], emulator: Backend) -> dict[str, dict]:
-    """Per assignment, its default case and the reference's totals on it (None where there are
-    none), and the same on the stand-in of its timed case with the most work (``timed``: the case
-    ``for`` which it stands, the stand-in, the reference's totals there, the scale between them)
-    where it has one, for the class report's rooflines (``autograder batch`` writes it into class.json)."""
+    """Per assignment, the case its roofline is drawn at (``roofline_case``) and the reference's
+    totals on it (None where there are none), and the same on the stand-in of its timed case with
+    the most work (``timed``: the case ``for`` which it stands, the stand-in, the reference's totals
+    there, the scale between them) where it has one, for the class report's rooflines
+    (``autograder batch`` writes it into class.json)."""
     ledgers = {}
     for name in names:
         spec = course.specs[name]
-        _group, case = first_case(spec)
+        _group, case = roofline_case(spec)
         totals = reference_counts(course, spec, case, emulator).totals
         ledgers[name] = {"case": case, "reference": totals and graded_totals(totals, spec)}
-        timed = max(spec.cases.get("perf", ()), key=lambda c: minimum_work(spec, c).flops, default=None)
+        timed = timed_case(spec)
         counted_on = stand_in(spec, timed) if timed else None
         if counted_on is not None:
             totals = reference_counts(course, spec, counted_on, emulator).totals

@@ -8,7 +8,8 @@ intensity ``I`` is ``min(flops peak, I x bandwidth)``. For the H200 the bandwidt
 measured copy bandwidth (4.14 TB/s, ``docs/gpu-facts.md``) and the flop peak the datasheet's
 FP32 rate without tensor cores (67 TFLOP/s); a tensor-core kernel can pass that line. The
 student's and the reference's kernels are points on their intensity, placed at the roof they
-could reach (the emulator measures no time).
+could reach (the emulator measures no time), counted on the case the title names: by default
+``ledger.roofline_case``, the largest graded case with the timed case's tiles.
 
 Where a GPU timed the kernels (a ``metric: time`` item's evidence, from ``grade`` on a GPU or
 the GPU service), each also has a filled point at the performance it reached: the spec's flops
@@ -81,16 +82,22 @@ def timed_case(items: list[dict], case: dict | None = None) -> dict | None:
     return max(records, key=lambda r: r["work_flops"], default=None)
 
 
+def case_text(case: dict) -> str:
+    """``{"T": 32, "n": 70}`` -> ``"T=32, n=70"``, as titles name a case."""
+    return ", ".join(f"{k}={v}" for k, v in case.items())
+
+
 def timed_title(title: str, stand_in: dict, scaled: bool) -> str:
     """``title`` with the stand-in on which the timed points' intensity was counted."""
-    case = ", ".join(f"{k}={v}" for k, v in stand_in.items())
-    how = f"timed points: intensity counted at {case}" + (",\nscaled to the timed case" if scaled else "")
+    how = f"timed points: intensity counted at {case_text(stand_in)}" + (
+        ",\nscaled to the timed case" if scaled else ""
+    )
     return f"{title}\n{how}"
 
 
 def measured(counted: list[Point], record: dict) -> list[Point]:
     """The ``counted`` points (student, reference) as the GPU timed them in ``record``."""
-    case = ", ".join(f"{k}={v}" for k, v in record["case"].items())
+    case = case_text(record["case"])
     points = []
     for p in counted:
         ms = record.get(f"{p.label}_ms")
