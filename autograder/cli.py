@@ -577,9 +577,12 @@ def new(name, kernel, course_root):
         raise click.ClickException(str(e)) from e
     for path in written:
         click.echo(f"wrote {path.relative_to(root)}")
+    course = course_or_usage_error(root)
+    write_profile_blocks(course, stale_profiles(course, [name]))  # so that every --check passes
     click.echo(
         f"next: make the computation yours in assignments/{name}/spec.py and reference/{name}.cu,\n"
         f"      then run  autograder starters {name}\n"
+        f"      and       autograder handout-profiles {name}\n"
         f"      and       autograder selfcheck --assignment {name} --backend emulator   (docs/authoring.md)"
     )
 
@@ -889,23 +892,32 @@ def handout_profiles(names, check_only, course_root):
     if unknown:
         raise click.BadParameter(f"no assignment {', '.join(unknown)}", param_hint="NAMES")
     checked = list(names) or list(course.specs)
+    stale = stale_profiles(course, checked)
+    if not check_only:
+        write_profile_blocks(course, stale)
+    elif stale:
+        for name in stale:
+            click.echo(f"assignments/{name}/README.md: its profile block is stale")
+        click.echo(f"to rewrite: autograder handout-profiles {' '.join(stale)}")
+        sys.exit(1)
+    click.echo(f"{len(checked) - len(stale) if check_only else len(checked)} handout profile(s) current")
+
+
+def stale_profiles(course: Course, names: list[str]) -> dict[str, str]:
+    """``handout_profiles.stale`` on the emulator: the README text of each stale one of ``names``."""
     emulator = select_backend("emulator", course.rubric.limits.compile_s, course.rubric.limits.emulator_mb)
     try:
-        stale = handout_profiles_module.stale(course, checked, emulator)
+        return handout_profiles_module.stale(course, names, emulator)
     except BackendError as e:
         raise click.ClickException(str(e)) from e
     finally:
         emulator.close()
-    for name, text in stale.items():
-        if check_only:
-            click.echo(f"assignments/{name}/README.md: its profile block is stale")
-        else:
-            (course.root / "assignments" / name / "README.md").write_text(text, encoding="utf-8")
-            click.echo(f"wrote the profile block of assignments/{name}/README.md")
-    if check_only and stale:
-        click.echo(f"to rewrite: autograder handout-profiles {' '.join(stale)}")
-        sys.exit(1)
-    click.echo(f"{len(checked) - len(stale) if check_only else len(checked)} handout profile(s) current")
+
+
+def write_profile_blocks(course: Course, readmes: dict[str, str]) -> None:
+    for name, text in readmes.items():
+        (course.root / "assignments" / name / "README.md").write_text(text, encoding="utf-8")
+        click.echo(f"wrote the profile block of assignments/{name}/README.md")
 
 
 @main.command("class-report")
