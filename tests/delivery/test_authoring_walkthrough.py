@@ -6,8 +6,11 @@ the lines under a command are output it must print (runs of spaces collapsed). A
 block is applied to the file its ``+++`` line names, and each of its hunks must match that
 file exactly once. Other blocks (``cuda``, ``yaml``) are illustrations, and rewriting the
 handout is prose, so neither is applied. The walkthrough scaffolds ``relu``, self-checks it on
-the emulator, edits its spec and reference, regenerates the starter, self-checks again and
-builds its Gradescope zip: about 7 s on the 2-core development machine.
+the emulator, edits its spec and reference, regenerates the starter and the handout's profile
+block, self-checks again, runs every command of ``autograder --help`` that has a ``--check`` on
+the whole course (the guide must run each after its last edit, as a course's CI does: a course
+the guide leaves stale fails there) and builds its Gradescope zip. About 30 s on the 2-core
+development machine.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from autograder.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs/authoring.md"
@@ -39,6 +44,15 @@ def console_steps(block: str) -> list[tuple[str, list[str]]]:
         elif line.strip():
             steps[-1][1].append(line)
     return steps
+
+
+def check_commands() -> list[str]:
+    """Every ``autograder`` command that has a ``--check`` flag, as ``autograder --help`` lists them."""
+    return sorted(
+        f"autograder {name} --check"
+        for name, command in main.commands.items()
+        if any("--check" in param.opts for param in command.params)
+    )
 
 
 def squeezed(text: str) -> str:
@@ -99,3 +113,7 @@ def test_the_authoring_guide_works_as_written(tmp_path):
     assert selfcheck in done[last_diff:], f"the guide no longer self-checks the edited assignment: {done}"
     assert "fmaxf" in (course / "reference/relu.cu").read_text()
     assert "fmaxf" not in (course / "starter/relu.cu").read_text()
+    checks = check_commands()
+    assert {"autograder starters --check", "autograder handout-profiles --check"} <= set(checks)
+    missing = [command for command in checks if command not in done[last_diff:]]
+    assert not missing, f"the guide's last steps do not run every --check, as a course's CI does: {missing}"

@@ -190,6 +190,14 @@ def test_new_scaffolds_an_assignment_the_course_loads(course_root):
     assert (course_root / "assignments/relu/README.md").read_text().startswith("# relu")
 
 
+def test_the_scaffold_is_one_thread_per_element_with_a_guard_as_the_guide_says(course_root):
+    guide = " ".join((ROOT / "docs/authoring.md").read_text(encoding="utf-8").split())
+    assert "a kernel `y[i] = 2 x[i]` with one thread per element" in guide
+    scaffold(course_root, "relu")
+    (solution,) = solution_regions((course_root / "reference/relu.cu").read_text())
+    assert "if (i < n)" in solution and not re.search(r"\b(for|while)\b", solution), solution
+
+
 @pytest.mark.parametrize(
     "name", ["vec", "Vec", "grid_2d", "2x", "a-b", "my kernel", "", "class", "new", "int"]
 )
