@@ -7,8 +7,10 @@ on four submissions) is tests/delivery/test_gradescope_zip.py.
 from __future__ import annotations
 
 import json
+import re
 import stat
 import zipfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -18,6 +20,8 @@ from autograder import cli, gpu_service, gradescope_zip, packaging
 from autograder.rubric import load_rubric
 
 from .conftest import write
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def build(course_root, out, *names):
@@ -39,6 +43,16 @@ def test_the_zip_holds_the_scripts_the_package_and_only_the_named_assignments(co
     assert "autograder/cli.py" in names and "autograder/emulator/machine.py" in names
     assert not [n for n in names if "grid2d" in n or "__pycache__" in n or n.endswith(".pyc")]
     assert modes["setup.sh"] == modes["run_autograder"] == 0o755 and modes["rubric.yaml"] == 0o644
+
+
+def test_the_courses_zip_is_the_upload_of_a_few_hundred_kilobytes_the_guide_describes(tmp_path):
+    """The guide gives no size that rots as the grader grows (it said 160 KB of a 260 KB zip)."""
+    outcome = build(ROOT, tmp_path / "autograder.zip", "vector_add", "window_sum")
+    assert outcome.exit_code == 0, outcome.output
+    size = (tmp_path / "autograder.zip").stat().st_size
+    assert 100_000 <= size < 1_000_000, f"{size} bytes is not a few hundred kilobytes"
+    guide = " ".join((ROOT / "docs/gradescope.md").read_text(encoding="utf-8").split())
+    assert "a few hundred kilobytes" in guide and not re.search(r"\b\d+ ?[kK]B upload", guide)
 
 
 def test_the_rubric_keeps_its_keys_and_the_items_order_of_the_named_assignments(course_root, tmp_path):
