@@ -1,7 +1,9 @@
 """``autograder batch``: a whole class graded on Ray, each submission exactly as ``autograder grade``.
 
 SOURCE is a Gradescope "Export Submissions" zip or folder (``submission_metadata.yml`` names
-each submission folder's submitters) or a plain folder of submission folders. Each submission
+each submission folder's submitters) or a plain folder of submission folders, read by
+``autograder.export``: an entry whose name is not one plain folder name is refused, a zip is
+unpacked within limits, and only the files ``grade`` reads are taken. Each submission
 is one Ray task: the task writes the course and the submission's files into a scratch folder
 on whichever machine runs it, runs ``autograder grade`` there as a subprocess (so a crash, a
 hang or a memory blow-up of one submission stays in its process, and the verdict is the one
@@ -16,10 +18,12 @@ itself could not grade, gets the fallback ``results.json`` (every item 0 with th
 and is listed as failed.
 
 ``DIR/<submission>/`` holds ``results.json``, ``report.json``, ``report.md``, ``grade.log``
-(what ``grade`` printed, for the instructor) and ``key``: the digest of everything the verdict
+(what ``grade`` printed, for the instructor), ``source/`` (the files it graded, for the class
+report, whatever SOURCE was) and ``key``: the digest of everything the verdict
 depends on (the submission's files, the course's files, the grader's version, the seed, the
 backend and the assignments). A re-run skips a submission whose key is unchanged, so it
-regrades only what changed; ``--only`` regrades named students whatever their key. The class's
+regrades only what changed, and Ray starts only when something must be graded; ``--only``
+regrades named students whatever their key. The class's
 seed is drawn once and kept in ``DIR/class.json``; each submission's seed derives from it and
 from the submission's name, so a re-run draws the same inputs. ``DIR/scores.csv`` is in the
 shape Gradescope's score upload reads and ``DIR/regrades.csv`` lists every item flagged for a TA.
@@ -32,60 +36,39 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import yaml
-
 from autograder import ledger, packaging
-from autograder.backends import holds_a_gpu, resolve_where, select_backend
+from autograder.backends import CLASSES, holds_a_gpu, resolve_where, select_backend
 from autograder.backends.base import BackendError
+from autograder.export import BatchError as BatchError
+from autograder.export import Submission, Submitter, read_limit, submission_files
+from autograder.export import read_class as read_class
 from autograder.model import Course
 from autograder.results import fallback_results, grader_version
 
-EXPORT_METADATA = "submission_metadata.yml"
 CLASS_FILE = "class.json"
+SOURCE = "source"  # DIR/<submission>/source/: the files its grading read
+FORMULA_STARTS = frozenset("=+-@\t\r")  # a spreadsheet cell starting so is a formula
 MAX_RETRIES = 3  # Ray retries a task whose worker or node died; never a grading failure
 GRADE_MARGIN_S = 120  # past the rubric's submission limit, a grade subprocess is stopped
 OUTPUTS = ("results.json", "report.json", "report.md", "grade.log")
 TASK_UNSET = ("AUTOGRADER_COURSE", "AUTOGRADER_GPU_URL", "AUTOGRADER_GPU_TOKEN")  # left out of a task's grade
 
 
-class BatchError(Exception):
-    """SOURCE or DIR cannot be used; the message says why."""
-
-
-@dataclass(frozen=True)
-class Submitter:
-    name: str = ""
-    sid: str = ""
-    email: str = ""
-
-
-@dataclass(frozen=True)
-class Submission:
-    id: str  # its folder's name in SOURCE, and in DIR
-    folder: Path
-    submitters: tuple[Submitter, ...] = ()
-
-    def matches(self, wanted: str) -> bool:
-        """Whether ``wanted`` (``--only``) names this submission or one of its submitters."""
-        names = {self.id} | {v for s in self.submitters for v in (s.name, s.sid, s.email) if v}
-        return wanted.casefold() in {n.casefold() for n in names}
-
-
 @dataclass
 class Outcome:
-    """One submission after the batch: graded, failed (with why), or skipped as current."""
+    """One submission after the batch: graded, failed (with why), skipped as current, or refused."""
 
     submission: Submission
-    status: str  # "graded", "failed" or "current"
+    status: str  # "graded", "failed", "current" or "refused" (export.name_problem)
     reason: str | None = None
     elapsed_s: float = 0.0
 
@@ -106,94 +89,7 @@ class Settings:
         return 1 if holds_a_gpu(self.backend) else 0
 
 
-# --- SOURCE -------------------------------------------------------------------------------
-
-
-def read_class(source: Path, scratch: Path) -> list[Submission]:
-    """The submissions of SOURCE (an export zip is unpacked under ``scratch``), in name order."""
-    if source.is_file() and zipfile.is_zipfile(source):
-        with zipfile.ZipFile(source) as archive:
-            archive.extractall(scratch)  # the instructor's export: zipfile drops absolute and .. parts
-        source = scratch
-    if not source.is_dir():
-        raise BatchError(f"{source} is neither a folder nor a .zip of submissions")
-    root = _export_root(source)
-    if root is None:
-        folders = [p for p in sorted(source.iterdir()) if p.is_dir() and not p.name.startswith(".")]
-        return [Submission(p.name, p) for p in folders]
-    metadata = _metadata(root / EXPORT_METADATA)
-    return [
-        Submission(name, root / name, _submitters(entry))
-        for name, entry in sorted(metadata.items())
-        if (root / name).is_dir()
-    ]
-
-
-def _export_root(folder: Path) -> Path | None:
-    """The folder holding ``submission_metadata.yml``: ``folder`` or its one subfolder (the zip's)."""
-    if (folder / EXPORT_METADATA).is_file():
-        return folder
-    inner = [p for p in folder.iterdir() if p.is_dir() and (p / EXPORT_METADATA).is_file()]
-    return inner[0] if len(inner) == 1 else None
-
-
-class _ExportLoader(yaml.SafeLoader):
-    """Gradescope writes Ruby's YAML: ``:key:`` symbols, and tags such as ``!ruby/object``."""
-
-
-def _untagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node):
-    if isinstance(node, yaml.MappingNode):
-        return loader.construct_mapping(node, deep=True)
-    if isinstance(node, yaml.SequenceNode):
-        return loader.construct_sequence(node, deep=True)
-    return loader.construct_scalar(node)
-
-
-_ExportLoader.add_multi_constructor("!", _untagged)
-
-
-def _metadata(path: Path) -> dict[str, dict]:
-    """``submission_metadata.yml`` as {folder: {key without its leading ':': value}}."""
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_ExportLoader)  # a SafeLoader
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise BatchError(f"{path} cannot be read: {e}") from e
-    if not isinstance(data, dict):
-        raise BatchError(f"{path} is not a mapping of submission folders")
-    return {str(name): _symbols(entry) for name, entry in data.items() if isinstance(entry, dict)}
-
-
-def _symbols(value):
-    """Ruby symbol keys (``:name``) as plain ones, all the way down."""
-    if isinstance(value, dict):
-        return {str(k).lstrip(":"): _symbols(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_symbols(v) for v in value]
-    return value
-
-
-def _submitters(entry: dict) -> tuple[Submitter, ...]:
-    people = entry.get("submitters") or []
-    return tuple(
-        Submitter(str(p.get("name") or ""), str(p.get("sid") or ""), str(p.get("email") or ""))
-        for p in people
-        if isinstance(p, dict)
-    )
-
-
 # --- what a task needs ------------------------------------------------------------------
-
-
-def folder_files(folder: Path) -> dict[str, bytes]:
-    """The regular files under ``folder`` by relative path (links left out, as ``grade`` ignores them)."""
-    files = {}
-    for parent, dirs, names in os.walk(folder):
-        dirs[:] = [d for d in dirs if not Path(parent, d).is_symlink()]
-        for name in names:
-            path = Path(parent, name)
-            if path.is_file() and not path.is_symlink():
-                files[path.relative_to(folder).as_posix()] = path.read_bytes()
-    return files
 
 
 def course_files(course: Course) -> dict[str, bytes]:
@@ -300,12 +196,22 @@ def _first_line(data: bytes) -> str:
 # --- the driver ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Job:
+    """A submission to grade: its key and the files its task receives."""
+
+    submission: Submission
+    key: str
+    files: dict[str, bytes]
+
+
 def previous(out: Path) -> dict:
     """The class file of an earlier run into ``out`` ({} when there is none)."""
     try:
-        return json.loads((out / CLASS_FILE).read_text(encoding="utf-8"))
+        data = json.loads((out / CLASS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}
 
 
 def is_current(out: Path, submission: Submission, key: str) -> bool:
@@ -316,9 +222,38 @@ def is_current(out: Path, submission: Submission, key: str) -> bool:
         return False
 
 
-def store(out: Path, submission: Submission, key: str, answer: dict, course: Course) -> Outcome:
-    """Write what a task returned; the fallback results.json where ``grade`` wrote none."""
-    folder = out / submission.id
+def plan(
+    submissions: list[Submission], out: Path, settings: Settings, only: list[str]
+) -> tuple[dict[str, Outcome], list[Job]]:
+    """What needs no grading (current in ``out``, or refused), and the jobs of the rest; no Ray needed."""
+    known, jobs = {}, []
+    for submission in submissions:
+        if submission.refused:
+            known[submission.id] = Outcome(submission, "refused", submission.refused)
+            continue
+        files, skipped = submission_files(submission.folder)
+        submission = replace(submission, skipped=submission.skipped + tuple(skipped))
+        key = submission_key(files, submission, settings)
+        if is_current(out, submission, key) and not any(submission.matches(name) for name in only):
+            if not (out / submission.id / SOURCE).is_dir():  # graded before sources were kept
+                keep_sources(out / submission.id, files)
+            known[submission.id] = Outcome(submission, "current")
+        else:
+            jobs.append(Job(submission, key, files))
+    return known, jobs
+
+
+def keep_sources(folder: Path, files: dict[str, bytes]) -> None:
+    """``folder/source/``: the kernel sources and .zip files grading read, for the class report."""
+    shutil.rmtree(folder / SOURCE, ignore_errors=True)
+    (folder / SOURCE).mkdir(parents=True)  # an empty submission's too: it is not "gone"
+    _write_tree(folder / SOURCE, {name: data for name, data in files.items() if read_limit(name)})
+
+
+def store(out: Path, job: Job, answer: dict, course: Course) -> Outcome:
+    """Write what a task returned, and the sources it graded; the fallback results.json where
+    ``grade`` wrote none."""
+    folder = out / job.submission.id
     folder.mkdir(parents=True, exist_ok=True)
     files = dict(answer["files"])
     if "results.json" not in files:
@@ -326,10 +261,11 @@ def store(out: Path, submission: Submission, key: str, answer: dict, course: Cou
         files["results.json"] = json.dumps(fallback_results(course.rubric, reason), indent=2).encode()
     for name, content in files.items():
         (folder / name).write_bytes(content)
+    keep_sources(folder, job.files)
     status = "graded" if answer["exit"] == 0 else "failed"
     # the key last: a run stopped before this point regrades the submission
-    (folder / "key").write_text(key + "\n" if status == "graded" else "failed\n")
-    return Outcome(submission, status, answer["reason"], answer.get("elapsed_s", 0.0))
+    (folder / "key").write_text(job.key + "\n" if status == "graded" else "failed\n")
+    return Outcome(job.submission, status, answer["reason"], answer.get("elapsed_s", 0.0))
 
 
 def reference_ledger(course: Course, names: list[str]) -> dict[str, dict]:
@@ -346,6 +282,19 @@ def reference_ledger(course: Course, names: list[str]) -> dict[str, dict]:
         return {}
     finally:
         emulator.close()
+
+
+def class_ledger(out: Path, course: Course, settings: Settings) -> tuple[str | None, dict[str, dict]]:
+    """The reference ledger and its key: the last run's when the course, the assignments and the
+    grader are the same (the emulator takes seconds to count it), else counted now."""
+    names = list(settings.assignments) or list(course.specs)
+    course_key = settings.course_key or digest(course_files(course))
+    key = digest({}, course_key, sorted(names), grader_version())
+    earlier = previous(out)
+    if earlier.get("ledger_key") == key and isinstance(earlier.get("ledger"), dict):
+        return key, earlier["ledger"]
+    counted = reference_ledger(course, names)
+    return (key if counted else None), counted  # an emulator that failed is asked again next time
 
 
 def write_class(out: Path, course: Course, settings: Settings, outcomes: list[Outcome]) -> None:
@@ -366,6 +315,8 @@ def write_class(out: Path, course: Course, settings: Settings, outcomes: list[Ou
         ]
         for name, items in course.rubric.assignments.items()
     }
+    ledger_key, reference = class_ledger(out, course, settings)
+    kept = [o for o in outcomes if o.status != "refused"]
     data = {
         "course": course.rubric.course,
         "seed": settings.seed,
@@ -373,22 +324,27 @@ def write_class(out: Path, course: Course, settings: Settings, outcomes: list[Ou
         "assignments": list(settings.assignments),
         "rubric": rubric,
         "kernels": {name: spec.kernel for name, spec in course.specs.items()},
-        "ledger": reference_ledger(course, list(settings.assignments) or list(course.specs)),
+        "ledger": reference,
+        "ledger_key": ledger_key,
         "submissions": [
             {
                 "id": o.submission.id,
                 "submitters": [asdict(s) for s in o.submission.submitters],
                 "status": "graded" if o.status == "current" else o.status,
                 "reason": o.reason,
-                "source": str(o.submission.folder.resolve()),
+                "source": f"{o.submission.id}/{SOURCE}",  # relative to DIR
                 "folder": o.submission.id,
+                "skipped": list(o.submission.skipped),
             }
-            for o in outcomes
+            for o in kept
+        ],
+        "refused": [
+            {"entry": o.submission.id, "reason": o.reason} for o in outcomes if o.status == "refused"
         ],
     }
     (out / CLASS_FILE).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    reports = {o.submission.id: _report(out / o.submission.id) for o in outcomes}
-    _write_scores(out / "scores.csv", course, outcomes, reports)
+    reports = {o.submission.id: _report(out / o.submission.id) for o in kept}
+    _write_scores(out / "scores.csv", course, kept, reports)
     _write_regrades(out / "regrades.csv", outcomes, reports)
 
 
@@ -405,7 +361,7 @@ def _write_scores(path: Path, course: Course, outcomes: list[Outcome], reports: 
     items = [item.name for item in course.rubric.items if item.name in graded]
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["Name", "SID", "Email", "Total", *items])
+        writer.writerow(["Name", "SID", "Email", "Total", *map(text_cell, items)])
         for outcome in outcomes:
             report = reports[outcome.submission.id]
             scores = {i["name"]: i["score"] for i in report.get("items", [])}
@@ -414,33 +370,35 @@ def _write_scores(path: Path, course: Course, outcomes: list[Outcome], reports: 
                 *(_number(scores[n]) if n in scores else "" for n in items),
             ]
             for person in outcome.submission.submitters or (Submitter(name=outcome.submission.id),):
-                writer.writerow([person.name, person.sid, person.email, *cells])
+                writer.writerow([*map(text_cell, (person.name, person.sid, person.email)), *cells])
 
 
 def _write_regrades(path: Path, outcomes: list[Outcome], reports: dict[str, dict]) -> None:
-    """Every item a TA should look at, with the first line of its output; failed submissions first."""
+    """Every item a TA should look at, with the first line of its output; failed and refused
+    submissions as a whole."""
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["submission", "students", "item", "score", "max_score", "reason"])
         for outcome in outcomes:
             who = "; ".join(s.name or s.email or s.sid for s in outcome.submission.submitters)
-            if outcome.status == "failed":
-                writer.writerow(
-                    [outcome.submission.id, who, "(whole submission)", 0, "", outcome.reason or ""]
-                )
-            for item in reports[outcome.submission.id].get("items", []):
+            texts = (outcome.submission.id, who)
+            if outcome.status in ("failed", "refused"):
+                reason = outcome.reason or ""
+                writer.writerow([*map(text_cell, (*texts, "(whole submission)")), 0, "", text_cell(reason)])
+            for item in reports.get(outcome.submission.id, {}).get("items", []):
                 if item.get("regrade"):
                     reason = (item.get("output") or "").strip().splitlines()[:1]
+                    score, most = _number(item["score"]), item["max_score"]
                     writer.writerow(
-                        [
-                            outcome.submission.id,
-                            who,
-                            item["name"],
-                            _number(item["score"]),
-                            item["max_score"],
-                            *reason,
-                        ]
+                        [*map(text_cell, (*texts, item["name"])), score, most, *map(text_cell, reason)]
                     )
+
+
+def text_cell(text: str) -> str:
+    """Text as a spreadsheet shows it, never runs it: a cell starting with ``= + - @``, a tab or a
+    carriage return is a formula to Excel and Sheets, so it gets a leading ``'`` (OWASP's advice
+    on CSV injection). Numbers the batch writes are never passed here, so they stay numbers."""
+    return f"'{text}" if text[:1] in FORMULA_STARTS and text else text
 
 
 def _number(x: float) -> str:
@@ -460,6 +418,8 @@ def start_ray(address: str | None, settings: Settings, course_key: str):
     the backend resolved on that cluster, and ``grade_files`` as a task holding what it needs."""
     import ray  # the batch extra; not in the base install
 
+    if address is None:  # Ray >= 2.5x warns unless the embedded cluster's auth mode is chosen
+        os.environ.setdefault("RAY_AUTH_MODE", "token")  # its default, chosen: no warning
     ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     gpus_present = ray.cluster_resources().get("GPU", 0) > 0
     settings = replace(settings, backend=resolve_where(settings.backend, gpus_present), course_key=course_key)
@@ -474,6 +434,14 @@ def lost_task(error: Exception) -> dict:
     return {"exit": None, "reason": f"the grading task failed: {type(error).__name__}", "files": {}}
 
 
+def expected_backend(asked: str, out: Path) -> str:
+    """The backend ``asked`` resolves to, guessed before Ray starts: ``auto`` as the last run into
+    ``out`` resolved it (else the emulator). Ray starts only when some submission is not current
+    under that guess, and a cluster that resolves ``auto`` otherwise regrades the class."""
+    earlier = previous(out).get("backend")
+    return resolve_where(asked, earlier in CLASSES and holds_a_gpu(earlier))
+
+
 def grade_class(
     submissions: list[Submission],
     course: Course,
@@ -483,42 +451,54 @@ def grade_class(
     only: Iterable[str] = (),
     shown: Callable[[Outcome, int], None] | None = None,
 ) -> list[Outcome]:
-    """Grade every submission not current in ``out`` (and every one ``only`` names) on Ray.
+    """Grade every submission not current in ``out`` (and every one ``only`` names) on Ray, which
+    starts only when there is one.
 
-    ``shown(outcome, running)`` hears of each submission once it is done (or found current),
-    with how many tasks are running then.
+    ``shown(outcome, running)`` hears of each submission once it is done (or found current or
+    refused), with how many tasks are running then.
     """
+    only = list(only)
+    shown = shown or (lambda outcome, running: None)
+    course_data = course_files(course)
+    asked = settings.backend
+    settings = replace(settings, backend=expected_backend(asked, out), course_key=digest(course_data))
+    known, jobs = plan(submissions, out, settings, only)
+    task = None
+    if jobs:
+        resolved, task = start_ray(address, replace(settings, backend=asked), settings.course_key)
+        if resolved.backend != settings.backend:  # ``auto`` resolved otherwise than guessed
+            settings = resolved
+            known, jobs = plan(submissions, out, settings, only)
+    for outcome in known.values():
+        shown(outcome, 0)
+    if task is not None:
+        known |= _grade_on_ray(jobs, task, course, course_data, out, settings, shown)
+    ordered = [known[s.id] for s in submissions]
+    write_class(out, course, settings, ordered)
+    return ordered
+
+
+def _grade_on_ray(jobs, task, course, course_data, out, settings, shown) -> dict[str, Outcome]:
+    """Each job a task; each answer stored as it arrives. Shuts Ray down."""
     import ray  # the batch extra; not in the base install
 
-    only = list(only)
-    course_data = course_files(course)
-    shown = shown or (lambda outcome, running: None)
-    outcomes: dict[str, Outcome] = {}
-    settings, task = start_ray(address, settings, digest(course_data))
+    done = {}
     try:
         slots = int(ray.cluster_resources().get("GPU" if settings.gpus else "CPU", 1))
         course_ref = ray.put(course_data)
-        pending = {}
-        for submission in submissions:
-            files = folder_files(submission.folder)
-            key = submission_key(files, submission, settings)
-            if is_current(out, submission, key) and not any(submission.matches(name) for name in only):
-                outcomes[submission.id] = Outcome(submission, "current")
-                shown(outcomes[submission.id], 0)
-                continue
-            seed = submission_seed(settings.seed, submission)
-            pending[task.remote(course_ref, files, seed, settings)] = (submission, key)
+        pending = {
+            task.remote(course_ref, job.files, submission_seed(settings.seed, job.submission), settings): job
+            for job in jobs
+        }
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
-            submission, key = pending.pop(ready[0])
+            job = pending.pop(ready[0])
             try:
                 answer = ray.get(ready[0])
             except ray.exceptions.RayError as e:  # its worker or node died MAX_RETRIES + 1 times
                 answer = lost_task(e)
-            outcomes[submission.id] = store(out, submission, key, answer, course)
-            shown(outcomes[submission.id], min(len(pending), slots))
+            done[job.submission.id] = store(out, job, answer, course)
+            shown(done[job.submission.id], min(len(pending), slots))
     finally:
         ray.shutdown()
-    ordered = [outcomes[s.id] for s in submissions]
-    write_class(out, course, settings, ordered)
-    return ordered
+    return done

@@ -8,8 +8,8 @@ this machine, while a sampler adds up the resident memory of every process it st
 raylet and workers, each ``grade`` and its backend worker). Then a sample of submissions is
 graded one at a time with ``autograder grade`` and each submission's own seed: results.json
 and report.json must be identical to the batch's, volatile fields (times, paths) aside. A
-re-run must find every submission current. Prints a Markdown table; ``--record FILE`` appends
-it with the date.
+re-run must find every submission current (and starts no Ray). Prints a Markdown table;
+``--record FILE`` appends it with the date; ``--sample 0`` leaves out the comparison.
 
     python3 bench/batch_class.py [--size 300] [--sample 10] [--record bench/results/batch.md]
 """
@@ -151,7 +151,7 @@ def main() -> None:
         export, out = make_class(args.size, scratch), scratch / "out"
         wall, summary, peak_mb = run_batch(export, out)
         rerun, rerun_summary, _ = run_batch(export, out)
-        different = differs_alone(export, out, args.sample, scratch)
+        different = differs_alone(export, out, args.sample, scratch) if args.sample else []
     table = "\n".join(
         [
             f"`bench/batch_class.py --size {args.size}`, {datetime.date.today()}, {platform.node()}, "

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -85,13 +86,35 @@ def stable(value):
     return value
 
 
+def zipped(folder: Path) -> Path:
+    """The export as Gradescope gives it: a zip whose one top folder holds it."""
+    archive = folder.with_suffix(".zip")
+    with zipfile.ZipFile(archive, "w") as z:
+        for path in sorted(folder.rglob("*")):
+            z.write(path, path.relative_to(folder.parent).as_posix())
+    return archive
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
+    """The export graded from its zip; the folder it was zipped from stays, for the other runs."""
     work = tmp_path_factory.mktemp("batch")
     source, out = make_export(work / "export"), work / "out"
-    run = run_batch(source, out)
+    run = run_batch(zipped(source), out)
     assert run.returncode == 0, run.stdout + run.stderr
     return source, out, run
+
+
+def test_the_sources_graded_from_a_zip_are_kept_for_the_class_report(graded):
+    """The zip was unpacked into a folder that is gone: the report quotes DIR/<id>/source/."""
+    _source, out, run = graded
+    entries = json.loads((out / batch.CLASS_FILE).read_text())["submissions"]
+    assert [e["source"] for e in entries] == [f"submission_{k}/source" for k in (1, 2, 3, 4)]
+    assert (out / "submission_3/source/vector_add.cu").read_text() == UNGUARDED
+    assert list((out / "submission_4/source").iterdir()) == []  # submitted nothing
+    page = (out / "report/students/submission_3.html").read_text()
+    assert "no longer on disk" not in page and "c[i] = a[i] + b[i];" in page
+    assert "Token authentication" not in run.stderr  # Ray's warning, answered by RAY_AUTH_MODE
 
 
 def test_every_submission_is_graded_and_scored_per_student(graded):

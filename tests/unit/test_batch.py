@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import zipfile
 
 import pytest
 
 from autograder import batch
-from autograder.batch import Settings, Submission, Submitter
+from autograder.batch import Job, Settings, Submission, Submitter
 
 from .conftest import write
 
@@ -143,8 +144,8 @@ def test_the_class_files_scores_per_submitter_and_regrades(course, tmp_path):
     )
     settings = Settings(backend="emulator", seed=3)
     outcomes = [
-        batch.store(tmp_path, ada, "k1", answer(0, 2.0), course),
-        batch.store(tmp_path, pair, "k2", answer(2, 0.5), course),
+        batch.store(tmp_path, Job(ada, "k1", {}), answer(0, 2.0), course),
+        batch.store(tmp_path, Job(pair, "k2", {}), answer(2, 0.5), course),
     ]
     batch.write_class(tmp_path, course, settings, outcomes)
     rows = list(csv.reader((tmp_path / "scores.csv").open()))
@@ -164,9 +165,115 @@ def test_the_class_files_scores_per_submitter_and_regrades(course, tmp_path):
 
 def test_a_task_that_wrote_nothing_still_leaves_a_results_json_with_every_item_at_0(course, tmp_path):
     lost = {"exit": None, "reason": "the grading task failed: WorkerCrashedError", "files": {}}
-    outcome = batch.store(tmp_path, Submission("s", tmp_path), "k", lost, course)
+    outcome = batch.store(tmp_path, Job(Submission("s", tmp_path), "k", {}), lost, course)
     results = json.loads((tmp_path / "s/results.json").read_text())
     assert outcome.status == "failed" and results["score"] == 0
     assert len(results["tests"]) == len(course.rubric.items)
     assert all("WorkerCrashedError" in t["output"] for t in results["tests"])
     assert not batch.is_current(tmp_path, Submission("s", tmp_path), "k")
+
+
+FORMULAS = ('=HYPERLINK("http://x")', "+1+1", "-2+3", "@SUM(A1)", "\tx", "\r=1")
+
+
+def test_no_cell_of_student_text_is_a_formula_and_our_numbers_stay_numbers(course, tmp_path, monkeypatch):
+    """OWASP's CSV injection: a spreadsheet runs a cell starting with = + - @, a tab or a CR."""
+    monkeypatch.setattr(batch, "reference_ledger", lambda course, names: {})
+    people = tuple(Submitter(f, f, f) for f in FORMULAS)
+    crafted = Submission("=cmd|' /C calc'!A0", tmp_path, people)
+    report = {"score": -1.5, "items": [{"name": "vec correctness (aligned)", "score": -1.5, "max_score": 2}]}
+    report["items"][0] |= {"regrade": True, "output": "=IMPORTXML(A1)\nmore"}
+    graded = {"exit": 0, "reason": None, "files": {"report.json": json.dumps(report).encode()}}
+    failed = {"exit": 2, "reason": "-bad", "files": {}}
+    outcomes = [
+        batch.store(tmp_path, Job(crafted, "k", {}), graded, course),
+        batch.store(tmp_path, Job(Submission("@x", tmp_path, people[:1]), "k", {}), failed, course),
+    ]
+    batch.write_class(tmp_path, course, Settings(backend="emulator", seed=3), outcomes)
+    scores = list(csv.reader((tmp_path / "scores.csv").open(newline="")))
+    regrades = list(csv.reader((tmp_path / "regrades.csv").open(newline="")))
+    texts = [row[:3] for row in scores[1:]] + [[*row[:3], row[5]] for row in regrades[1:]]
+    assert all(cell[:1] not in "=+-@\t\r" or cell == "" for row in texts for cell in row), texts
+    assert [row[0] for row in scores[1:]] == [f"'{f}" for f in FORMULAS] + ["'" + FORMULAS[0]]
+    numbers = [row[3:] for row in scores[1:]] + [row[3:5] for row in regrades[1:]]
+    assert all(float(cell) <= 2 for row in numbers for cell in row if cell)  # -1.5 is written -1.5
+    assert scores[1][3] == "-1.5"
+
+
+def job(tmp_path, name: str, files: dict[str, str]) -> batch.Job:
+    folder = tmp_path / "class" / name
+    for rel, text in files.items():
+        write(folder / rel, text)
+    return Job(Submission(name, folder), "k", {})
+
+
+GRADED = {"exit": 0, "reason": None, "files": {"results.json": b"{}"}}
+
+
+def test_the_sources_graded_are_kept_beside_the_results_and_named_relative_to_dir(
+    course, tmp_path, monkeypatch
+):
+    """A zip's folder is gone after the batch: the class report reads DIR/<id>/source/ instead."""
+    monkeypatch.setattr(batch, "reference_ledger", lambda course, names: {})
+    write(tmp_path / "class/amy/src/vec.cu", "amy's kernel")
+    write(tmp_path / "class/amy/notes.txt", "not graded")
+    (amy,) = batch.read_class(tmp_path / "class", tmp_path / "scratch")
+    settings = Settings(backend="emulator", seed=3)
+    _, (job,) = batch.plan([amy], tmp_path / "out", settings, [])
+    outcome = batch.store(tmp_path / "out", job, GRADED, course)
+    batch.write_class(tmp_path / "out", course, settings, [outcome])
+    source = tmp_path / "out/amy/source"
+    assert sorted(p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file()) == [
+        "src/vec.cu"
+    ]
+    entry = json.loads((tmp_path / "out" / batch.CLASS_FILE).read_text())["submissions"][0]
+    assert entry["source"] == "amy/source" and (tmp_path / "out" / entry["source"] / "src/vec.cu").is_file()
+    shutil.rmtree(source)  # a DIR graded before sources were kept
+    known, jobs = batch.plan([amy], tmp_path / "out", settings, [])
+    assert jobs == [] and known["amy"].status == "current" and (source / "src/vec.cu").is_file()
+
+
+def test_a_rerun_with_nothing_to_grade_starts_no_ray_and_counts_no_ledger(course, tmp_path, monkeypatch):
+    counted = []
+    monkeypatch.setattr(batch, "reference_ledger", lambda course, names: counted.append(names) or {"vec": {}})
+    write(tmp_path / "class/amy/vec.cu", "amy's kernel")
+    submissions = batch.read_class(tmp_path / "class", tmp_path / "scratch")
+    out, settings = tmp_path / "out", Settings(backend="emulator", seed=3)
+    settings = batch.replace(settings, course_key=batch.digest(batch.course_files(course)))
+    _, jobs = batch.plan(submissions, out, settings, [])
+    outcomes = [batch.store(out, j, GRADED, course) for j in jobs]
+    batch.write_class(out, course, settings, outcomes)
+    assert len(counted) == 1
+
+    def no_ray(*args):
+        raise AssertionError("Ray started with nothing to grade")
+
+    monkeypatch.setattr(batch, "start_ray", no_ray)
+    rerun = batch.grade_class(submissions, course, out, Settings(backend="emulator", seed=3))
+    assert [o.status for o in rerun] == ["current"] and len(counted) == 1  # the ledger kept
+    assert json.loads((out / batch.CLASS_FILE).read_text())["ledger"] == {"vec": {}}
+    write(course.root / "reference/vec.cu", "// the course changed")
+    batch.write_class(out, course, settings.__class__("emulator", 3), rerun)
+    assert len(counted) == 2
+
+
+def test_refused_entries_are_listed_and_never_written(course, tmp_path, monkeypatch):
+    monkeypatch.setattr(batch, "reference_ledger", lambda course, names: {})
+    write(tmp_path / "export/submission_metadata.yml", "'../../escaped':\n  :submitters: []\n")
+    (refused,) = batch.read_class(tmp_path / "export", tmp_path / "scratch")
+    out = tmp_path / "deep/out"
+    out.mkdir(parents=True)
+    outcomes = batch.grade_class([refused], course, out, Settings(backend="emulator", seed=3))
+    assert [o.status for o in outcomes] == ["refused"] and not (tmp_path / "escaped").exists()
+    data = json.loads((out / batch.CLASS_FILE).read_text())
+    assert data["submissions"] == [] and data["refused"] == [{"entry": refused.id, "reason": refused.refused}]
+    assert "(whole submission)" in (out / "regrades.csv").read_text()
+
+
+def test_auto_is_guessed_as_the_last_run_resolved_it_before_ray_starts(tmp_path):
+    assert batch.expected_backend("auto", tmp_path) == "emulator"  # no last run
+    (tmp_path / batch.CLASS_FILE).write_text(json.dumps({"backend": "gpu"}))
+    assert batch.expected_backend("auto", tmp_path) == "gpu"
+    assert batch.expected_backend("emulator", tmp_path) == "emulator"
+    (tmp_path / batch.CLASS_FILE).write_text(json.dumps({"backend": "crafted"}))
+    assert batch.expected_backend("auto", tmp_path) == "emulator"
