@@ -9,7 +9,7 @@ handout is prose, so neither is applied. The walkthrough scaffolds ``relu``, sel
 the emulator, edits its spec and reference, regenerates the starter and the handout's profile
 block, self-checks again, runs every command of ``autograder --help`` that has a ``--check`` on
 the whole course (the guide must run each after its last edit, as a course's CI does: a course
-the guide leaves stale fails there) and builds its Gradescope zip. About 30 s on the 2-core
+the guide leaves stale fails there) and builds its Gradescope zip: about 35 s of CPU on the 2-core
 development machine.
 """
 
