@@ -160,10 +160,10 @@ def real(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("real")
     entries = []
     for number, (folder, (name, source)) in enumerate(REAL.items()):
-        submission = root / "submissions" / folder
+        out = root / "graded" / folder
+        submission = out / "source"  # where batch keeps it, for the class report
         (submission / name).parent.mkdir(parents=True)
         (submission / name).write_text(source)
-        out = root / "graded" / folder
         command = [sys.executable, "-m", "autograder", "grade", str(submission), "--course", str(ROOT)]
         command += ["--assignment", "window_sum", "--backend", "emulator", "--seed", "11"]
         command += ["--results", str(out / "results.json"), "--report", str(out / "report")]
@@ -173,7 +173,13 @@ def real(tmp_path_factory) -> Path:
             timed_on_a_gpu(out / "report.json", student_ms=4.0, reference_ms=3.0)
         who = [{"name": f"Real Student {number}", "sid": f"7{number}", "email": f"r{number}@example.edu"}]
         entries.append(
-            {"id": folder, "submitters": who, "status": "graded", "reason": None, "source": str(submission)}
+            {
+                "id": folder,
+                "submitters": who,
+                "status": "graded",
+                "reason": None,
+                "source": f"{folder}/source",
+            }
             | {"folder": folder}
         )
     rubric = read_course(ROOT).rubric
@@ -217,7 +223,7 @@ def timed_on_a_gpu(report: Path, student_ms: float, reference_ms: float) -> None
 
 def test_a_real_class_shows_the_early_return_at_its_line(real):
     index = real.read_text()
-    assert "1 student · window_sum · barriers: barrier divergence" in index
+    assert "1 submission · window_sum · barriers: barrier divergence" in index
     assert "src/WindowSum.cu</code> line 8" in index  # found as grading found it
     assert "vector_add" not in index  # only what was graded
     page = (real.parent / "students" / "submission_2.html").read_text()

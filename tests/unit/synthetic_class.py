@@ -1,9 +1,9 @@
 """A graded class folder as ``autograder batch`` writes it, made up in a moment: nothing is compiled or run.
 
-``make_class(root)`` writes ``root/submissions/<id>/`` (each student's kernels, on disk so the
-class report can quote them) and ``root/graded/`` (``class.json``, and per graded submission
-the ``report.json`` of ``report.report_data`` and the ``results.json`` of ``build_results``,
-both of a made-up ``Grade``). The class is deterministic and has what a class report must show:
+``make_class(root)`` writes ``root/graded/`` (``class.json``, and per submission ``<id>/source/``,
+its kernels, as ``batch`` keeps them for the class report to quote, and, graded, the
+``report.json`` of ``report.report_data`` and the ``results.json`` of ``build_results``, both of
+a made-up ``Grade``). The class is deterministic and has what a class report must show:
 scores spread over two assignments, the same bug (an early return before ``__syncthreads()``)
 in many students' files at different lines, ratios measured and not, items flagged for
 regrading, a printed ``<script>``, a hostile name, a failed submission, a submission whose
@@ -148,15 +148,15 @@ def make_class(root: Path, students: int = STUDENTS, seed: int = 7) -> Path:
             wrong_aligned=index % 9 == 3,
             gpu_missing=index % 6 == 0,
         )
-        folder = _write_sources(root / "submissions" / student.id, student)
-        entries.append(_entry(student, folder))
+        folder = _write_sources(out / student.id / "source", student)
+        entries.append(_entry(student, folder.relative_to(out)))
         if index != FAILED:
             _write_graded(out / student.id, student, folder)
     (out / student_id(FAILED)).mkdir(parents=True, exist_ok=True)
     (out / student_id(FAILED) / "grade.log").write_text(
         "ray.exceptions.WorkerCrashedError: the worker died\n"
     )
-    shutil.rmtree(root / "submissions" / student_id(GONE), ignore_errors=True)  # graded, then deleted
+    shutil.rmtree(out / student_id(GONE) / "source", ignore_errors=True)  # graded, then deleted
     data = {
         "course": COURSE,
         "seed": seed,
@@ -192,7 +192,7 @@ def _entry(student: _Student, folder: Path) -> dict:
         "submitters": submitters,
         "status": "failed" if failed else "graded",
         "reason": "the grading task failed: WorkerCrashedError" if failed else None,
-        "source": str(folder.resolve()),
+        "source": folder.as_posix(),
         "folder": student.id,
     }
 

@@ -143,12 +143,12 @@ def test_the_same_bug_on_other_lines_in_many_files_is_one_finding_with_one_excer
     findings = index.all("article", "finding")
     assert len(findings) == 3, [f.text for f in findings]
     first = findings[0].text
-    assert "10 students · window_sum · barriers: barrier divergence" in first
+    assert "10 submissions · window_sum · barriers: barrier divergence" in first
     excerpt = index.all("span", "hit", within="findings")
     assert len(excerpt) == 3 and "__syncthreads();" in excerpt[0].text
     bounds = findings[1].text
     assert "window_sum · bounds: out of bounds read" in bounds and "x[i + BLOCK]" in bounds
-    assert "8 students · vector_add · bounds: out of bounds write" in findings[2].text
+    assert "8 submissions · vector_add · bounds: out of bounds write" in findings[2].text
     assert "window_sum.cu:" not in first  # the line is shown apart, not twice
 
 
@@ -161,9 +161,7 @@ def test_the_student_page_shows_items_outputs_findings_and_the_lines_they_point_
     assert len(outputs) == 5 + 6 and any("0 of 2 cases correct" in o.text for o in outputs)
     findings = [f.text for f in page.all("div", "finding")]
     assert len(findings) == 2
-    window_sum = (
-        (rendered.parents[2] / "submissions" / student_id(9) / "window_sum.cu").read_text().splitlines()
-    )
+    window_sum = (rendered.parents[1] / student_id(9) / "source" / "window_sum.cu").read_text().splitlines()
     for hit in page.all("span", "hit"):
         number = int(re.match(r"\d+", hit.text).group())
         assert hit.text[len(str(number)) :] == window_sum[number - 1]
