@@ -413,13 +413,26 @@ def class_seed(out: Path, seed: int | None) -> int:
     return earlier if isinstance(earlier, int) else secrets.randbits(63)
 
 
+def import_ray(address: str | None):
+    """Ray (the batch extra; not in the base install), its embedded cluster's authentication chosen.
+
+    Ray 2.5x turns token authentication on for a cluster ``ray.init()`` starts, and warns so on
+    every run unless ``RAY_AUTH_MODE`` is set; it reads the variable once, when imported, and the
+    cluster's processes inherit it. So before the first import, for an embedded cluster only,
+    Ray's own default is chosen (``token``): the same security, no warning. A cluster joined
+    with ``--address`` keeps whatever mode it was started with.
+    """
+    if address is None and "ray" not in sys.modules:
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
+    import ray
+
+    return ray
+
+
 def start_ray(address: str | None, settings: Settings, course_key: str):
     """Join the Ray cluster at ``address`` (None: start an embedded one); return ``settings`` with
     the backend resolved on that cluster, and ``grade_files`` as a task holding what it needs."""
-    import ray  # the batch extra; not in the base install
-
-    if address is None:  # Ray >= 2.5x warns unless the embedded cluster's auth mode is chosen
-        os.environ.setdefault("RAY_AUTH_MODE", "token")  # its default, chosen: no warning
+    ray = import_ray(address)
     ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     gpus_present = ray.cluster_resources().get("GPU", 0) > 0
     settings = replace(settings, backend=resolve_where(settings.backend, gpus_present), course_key=course_key)

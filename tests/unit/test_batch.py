@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -277,3 +279,20 @@ def test_auto_is_guessed_as_the_last_run_resolved_it_before_ray_starts(tmp_path)
     assert batch.expected_backend("emulator", tmp_path) == "emulator"
     (tmp_path / batch.CLASS_FILE).write_text(json.dumps({"backend": "crafted"}))
     assert batch.expected_backend("auto", tmp_path) == "emulator"
+
+
+CHOSEN_AUTH = """
+import os, sys
+from autograder import batch
+os.environ.pop("RAY_AUTH_MODE", None)
+batch.import_ray(sys.argv[1] or None)
+print(os.environ.get("RAY_AUTH_MODE"))
+"""
+
+
+@pytest.mark.parametrize(("address", "mode"), [("", "token"), ("auto", "None")])
+def test_the_embedded_cluster_has_its_authentication_chosen_before_ray_is_imported(address, mode):
+    """Ray 2.60 warns on every ray.init() unless RAY_AUTH_MODE is set, and reads it on import only."""
+    pytest.importorskip("ray")
+    done = subprocess.run([sys.executable, "-c", CHOSEN_AUTH, address], capture_output=True, text=True)
+    assert done.stdout.strip() == mode, done.stderr
