@@ -144,6 +144,10 @@ def test_a_source_outside_the_class_folder_is_never_read(small, tmp_path, sketch
     assert not any(b"SECRET" in page for page in pages(small / "report").values())
     page = (small / "report" / student(1)).read_text()
     assert "No source: the source is not available: ../elsewhere is outside the class folder" in page
+    index = (small / "report" / "index.html").read_text()  # student 2 alone writes past c's end
+    assert (
+        "No source excerpt: no affected submission's file is available (gone from disk, or outside" in index
+    )
 
 
 # ---- findings and histograms -------------------------------------------------------------------
