@@ -982,8 +982,44 @@ def class_report(batch_dir, out):
 @click.option(
     "--concurrent", type=click.IntRange(min=1), default=100, show_default=True, help="Jobs at once per token."
 )
+@click.option(
+    "--read-timeout",
+    "read_s",
+    type=click.FloatRange(min=0.1),
+    default=30,
+    show_default=True,
+    help="Seconds a client has to send a request's headers, and again its body; then it is dropped.",
+)
+@click.option(
+    "--keep-alive",
+    "keep_alive_s",
+    type=click.FloatRange(min=0.1),
+    default=5,
+    show_default=True,
+    help="Seconds an idle connection stays open between requests.",
+)
+@click.option(
+    "--connections",
+    type=click.IntRange(min=1),
+    default=500,
+    show_default=True,
+    help="Connections at once; past it, requests are answered 503.",
+)
 @course_option
-def serve(host, port, token_file, address, backend, deadline_s, per_minute, concurrent, course_root):
+def serve(
+    host,
+    port,
+    token_file,
+    address,
+    backend,
+    deadline_s,
+    per_minute,
+    concurrent,
+    read_s,
+    keep_alive_s,
+    connections,
+    course_root,
+):
     """The GPU grading service that Gradescope's autograder calls: POST /v1/grade, GET /v1/health.
 
     Each job is graded as `autograder grade` grades it, on a Ray worker (one GPU each on a GPU);
@@ -997,6 +1033,9 @@ def serve(host, port, token_file, address, backend, deadline_s, per_minute, conc
         message = f"autograder serve needs {e.name}: pip install 'cuda-autograder[serve]'"
         raise click.ClickException(message) from e
     course = course_or_usage_error(course_root)
-    settings = service.ServeSettings(backend, deadline_s, per_minute, concurrent, address)
-    app = service.create_app(course, settings, read_tokens(token_file))
-    uvicorn.run(app, host=host, port=port)
+    settings = service.ServeSettings(
+        backend, deadline_s, per_minute, concurrent, address, read_s, keep_alive_s, connections
+    )
+    tokens = read_tokens(token_file)
+    app = service.create_app(course, settings, tokens)
+    uvicorn.Server(service.server_config(app, settings, tokens, host, port)).run()

@@ -16,26 +16,39 @@ then graded by ``grade``, under the same source policy and limits as anywhere. A
 deadline is cancelled and its items say "not run: the GPU service did not answer within N s".
 Each job is logged to stderr: token name, assignment, seed, status, seconds. Ray places, runs
 and retries the tasks: there is no queue, scheduler or retry loop here.
+
+A slow client holds nothing for long (:func:`server_config`): its request's headers must arrive
+within ``read_s`` of connecting (or of the previous answer; ``ReadDeadline``), its body within
+``read_s`` more (408), an idle kept-alive connection is closed after ``keep_alive_s``, and past
+``connections`` connections at once uvicorn answers 503. The access log shows no query string and
+no token (``Redacted``): a caller that put its token in the URL must not find it there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import functools
 import hmac
 import json
+import logging
 import math
 import sys
 import time
+import urllib.parse
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-import ray
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from limits import RateLimitItemPerMinute
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from uvicorn.config import LOGGING_CONFIG
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from autograder import batch
 from autograder.feedback import two_decimals
@@ -46,6 +59,7 @@ from autograder.results import build_results, grader_version
 
 # any source within the policy's limit fits, however JSON escapes it (\u0000 is 6 bytes)
 MAX_REQUEST_BYTES = 6 * MAX_SOURCE_BYTES + (64 << 10)
+MAX_HEADER_BYTES = 16 << 10  # a request line and headers longer than this: 400
 
 
 @dataclass(frozen=True)
@@ -55,6 +69,9 @@ class ServeSettings:
     per_minute: int  # requests a minute, per token
     concurrent: int  # jobs at once, per token
     address: str | None = None  # a Ray cluster to join; None: an embedded one
+    read_s: float = 30.0  # for a request's headers, and again for its body; then the client is dropped
+    keep_alive_s: float = 5.0  # an idle connection between requests is closed after this
+    connections: int = 500  # at once; past it, uvicorn answers 503
 
 
 class GradeRequest(BaseModel):
@@ -69,13 +86,18 @@ class GradeRequest(BaseModel):
 class RayJobs:
     """Each job a Ray task running ``batch.grade_files``, placed and retried by Ray as in
     ``autograder batch``; a job cancelled (past its deadline) cancels its task, which stops its
-    ``grade`` subprocess."""
+    ``grade`` subprocess. Ray is imported once ``batch.start_ray`` has, never before: it reads its
+    authentication mode once, when imported, and ``start_ray`` chooses the embedded cluster's
+    first (an ``import ray`` atop this module made ``autograder serve`` fail to start Ray)."""
 
     def __init__(self, address: str | None):
         self.address = address
 
     def start(self, course_data: dict[str, bytes], settings: batch.Settings) -> batch.Settings:
         settings, self.task = batch.start_ray(self.address, settings, batch.digest(course_data))
+        import ray
+
+        self.ray = ray
         self.course = ray.put(course_data)
         if settings.gpus and not ray.cluster_resources().get("GPU"):
             print("warning: the Ray cluster has no GPU: jobs wait until one joins", file=sys.stderr)
@@ -86,13 +108,13 @@ class RayJobs:
         try:
             return await asyncio.wrap_future(ref.future())
         except asyncio.CancelledError:
-            ray.cancel(ref)
+            self.ray.cancel(ref)
             raise
-        except ray.exceptions.RayError as e:
+        except self.ray.exceptions.RayError as e:
             return batch.lost_task(e)
 
     def stop(self) -> None:
-        ray.shutdown()
+        self.ray.shutdown()
 
 
 class Service:
@@ -121,7 +143,12 @@ class Service:
             return refused(401, "a course token is needed: Authorization: Bearer TOKEN", "-")
         if not self.limiter.hit(self.rate, holder):
             return refused(429, f"more than {self.settings.per_minute} requests a minute", holder)
-        body = await capped_body(request, MAX_REQUEST_BYTES)
+        try:
+            body = await asyncio.wait_for(capped_body(request, MAX_REQUEST_BYTES), self.settings.read_s)
+        except asyncio.TimeoutError:
+            return refused(
+                408, f"the request's body did not arrive within {self.settings.read_s:g} s", holder
+            )
         if body is None:
             return refused(413, f"a request is at most {MAX_REQUEST_BYTES} bytes", holder)
         try:
@@ -242,7 +269,8 @@ async def capped_body(request: Request, limit: int) -> bytes | None:
 
 def refused(status: int, detail, holder: str, **extra) -> JSONResponse:
     log("refused", token=holder, status=status)
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    # 408: the rest of a slow body is not waited for; the connection closes with the answer
+    headers = {401: {"WWW-Authenticate": "Bearer"}, 408: {"Connection": "close"}}.get(status)
     return JSONResponse({"detail": detail, **extra}, status_code=status, headers=headers)
 
 
@@ -271,3 +299,98 @@ def create_app(course: Course, settings: ServeSettings, tokens: list[Token], job
     app.add_api_route("/v1/health", service.health, methods=["GET"])
     app.add_api_route("/v1/grade", service.grade, methods=["POST"])
     return app
+
+
+def server_config(
+    app: FastAPI, settings: ServeSettings, tokens: list[Token], host: str, port: int
+) -> uvicorn.Config:
+    """uvicorn's configuration for ``app``: ``settings``' timeouts and connection limit, and the
+    access log without query strings or ``tokens`` (configured as this is built)."""
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=functools.partial(ReadDeadline, read_s=settings.read_s),
+        timeout_keep_alive=settings.keep_alive_s,
+        limit_concurrency=settings.connections,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        log_config=log_config(tokens),
+    )
+
+
+class ReadDeadline(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, with a deadline for a request's headers: ``read_s`` from
+    the connection, or from the previous answer. uvicorn has none (its keep-alive timer stops at
+    the first byte), so a client sending a byte now and then would hold its connection, and one of
+    ``limit_concurrency``'s places, for good. The body has its own deadline, in the app."""
+
+    def __init__(self, *args, read_s: float, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.read_s = read_s
+        self.deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self.await_request()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self.await_request()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if not self.awaiting_request():
+            self.stop_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.stop_deadline()
+        super().connection_lost(exc)
+
+    def awaiting_request(self) -> bool:
+        """No request is being answered: the next one's headers are due (or the rest of one
+        answered before its body was read)."""
+        return self.cycle is None or self.cycle.response_complete
+
+    def await_request(self) -> None:
+        self.stop_deadline()
+        if self.awaiting_request() and not self.transport.is_closing():
+            self.deadline = self.loop.call_later(self.read_s, self.drop)
+
+    def stop_deadline(self) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
+
+    def drop(self) -> None:
+        if not self.transport.is_closing():
+            log("dropped", why=f"no request within {self.read_s:g} s")
+            self.transport.close()
+
+
+def log_config(tokens: Iterable[Token]) -> dict:
+    """uvicorn's logging configuration, its access log passed through ``Redacted``."""
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["filters"] = {"redacted": {"()": Redacted, "secrets": [t.secret for t in tokens]}}
+    config["loggers"]["uvicorn.access"]["filters"] = ["redacted"]
+    return config
+
+
+class Redacted(logging.Filter):
+    """Access-log lines with no query string and no token. The service reads no query, and a
+    caller that sent its token in one (refused, 401) or in the path (404) must not find it in the
+    log: the texts of a line (client, method, path) lose what follows a ``?`` and every token."""
+
+    def __init__(self, secrets: Iterable[str]):
+        super().__init__()
+        self.secrets = {shown for s in secrets for shown in (s, urllib.parse.quote(s, safe=""))}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(self.redacted(a) if isinstance(a, str) else a for a in record.args)
+        return True
+
+    def redacted(self, text: str) -> str:
+        text = text.partition("?")[0]
+        for secret in self.secrets:
+            text = text.replace(secret, "[token]")
+        return text

@@ -184,6 +184,18 @@ def test_a_wrong_or_missing_token_is_401_and_nothing_runs(server, token):
     assert len(server.jobs()) == jobs and health(server.url)["queue"] == 0
 
 
+def test_a_token_in_the_query_string_is_refused_and_kept_out_of_the_log(server):
+    target = f"{server.url}{gpu_service.GRADE_PATH}?token={TOKEN}"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(urllib.request.Request(target, data=b"{}", method="POST"), timeout=10)
+    assert refused.value.code == 401
+    deadline = time.monotonic() + 5
+    while f'"POST {gpu_service.GRADE_PATH} HTTP/1.1" 401' not in server.log.read_text():
+        assert time.monotonic() < deadline, server.log.read_text()
+        time.sleep(0.1)
+    assert TOKEN not in server.log.read_text()
+
+
 def test_an_oversize_kernel_is_413(server):
     body = {"assignment": "vector_add", "source": "x" * (MAX_SOURCE_BYTES + 1), "seed": 1}
     assert post(server.url, body)[0] == 413

@@ -1,28 +1,36 @@
-"""``autograder serve`` in process (FastAPI's TestClient, no socket), with stand-ins for Ray.
+"""``autograder serve`` in process (FastAPI's TestClient), with stand-ins for Ray.
 
 A stand-in has RayJobs' ``start``, ``run`` and ``stop``: ``Canned`` answers at once and records
 every job (so "nothing run" is checkable), ``Held`` waits until released (or cancelled, past the
-deadline), ``Threaded`` runs the real task, ``batch.grade_files``, in a thread. The service on
-real Ray and a real socket is tests/delivery/test_gpu_service.py.
+deadline), ``Threaded`` runs the real task, ``batch.grade_files``, in a thread. What a real socket is
+needed for (slow clients, the connection limit, the access log) runs the app under uvicorn as
+``autograder serve`` configures it, in a thread on loopback (``listening``). The service on real
+Ray is tests/delivery/test_gpu_service.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import select
+import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from unittest.mock import Mock
 
 import pytest
 
 pytest.importorskip("fastapi", reason="the serve extra is not installed: pip install -e '.[serve]'")
 
+import uvicorn
+from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from autograder import batch, serve
+from autograder import batch, cli, serve
 from autograder.gpu_service import Token
 from autograder.model import read_course
 from autograder.policy import MAX_SOURCE_BYTES
@@ -245,3 +253,130 @@ def test_a_graded_job_answers_what_grade_writes_for_that_kernel_and_seed(tmp_pat
     assert [i["not_run"] for i in answered["items"]] == [d["not_run"] for d in details]
     assert answered["items"][-1]["not_run"] == "needs a GPU"  # the emulator cannot time
     assert "job token=gradescope assignment=vector_add seed=5 status=graded" in capsys.readouterr().err
+
+
+@contextlib.contextmanager
+def listening(jobs, **settings):
+    """The app under uvicorn as ``autograder serve`` runs it (``serve.server_config``), in a thread
+    on a free port of loopback; yields the port. The access log goes to sys.stdout (capsys)."""
+    options = {"backend": "emulator", "deadline_s": 60.0, "per_minute": 100, "concurrent": 10, **settings}
+    chosen = serve.ServeSettings(**options)
+    app = serve.create_app(COURSE, chosen, TOKENS, jobs)
+    server = uvicorn.Server(serve.server_config(app, chosen, TOKENS, "127.0.0.1", 0))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        assert server.started, "uvicorn did not start"
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def held(port: int, sent: bytes, trickled: bytes = b"", limit_s: float = 5.0) -> tuple[float, bytes]:
+    """Seconds until the server closed a connection that sent ``sent``, then ``trickled`` a byte
+    every 0.1 s, and what it answered; ``limit_s`` when it was still open then."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        started, answer = time.monotonic(), b""
+        s.sendall(sent)
+        while time.monotonic() - started < limit_s:
+            try:
+                s.send(b"" if answer else trickled[:1])  # once answered, a client stops sending
+            except OSError:  # closed by the server
+                return time.monotonic() - started, answer
+            trickled = trickled[1:]
+            if select.select([s], [], [], 0.1)[0]:
+                try:
+                    data = s.recv(1 << 16)
+                except OSError:  # reset: the server closed with a trickled byte unread
+                    data = b""
+                if not data:
+                    return time.monotonic() - started, answer
+                answer += data
+        return limit_s, answer
+
+
+def get_health(port: int) -> bytes:
+    return held(port, b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[1]
+
+
+def test_the_access_log_shows_no_query_string_and_no_token(capsys):
+    secret = TOKENS[0].secret
+    with listening(Canned()) as port:
+        for target in (f"/v1/grade?token={secret}", f"/v1/grade/{secret}"):
+            request = (
+                f"POST {target} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+            )
+            held(port, request.encode())
+    written = capsys.readouterr()
+    access = [line for line in written.out.splitlines() if "/v1/grade" in line]
+    assert len(access) == 2, written.out
+    assert access[0].endswith('"POST /v1/grade HTTP/1.1" 401 Unauthorized')
+    assert access[1].endswith('"POST /v1/grade/[token] HTTP/1.1" 404 Not Found')
+    assert secret not in written.out + written.err and "token=" not in written.out
+
+
+def test_a_client_trickling_its_request_line_is_dropped_at_the_read_timeout(capsys):
+    line = b"POST /v1/grade HTTP/1.1\r\nX-Slow: " + b"a" * 100
+    with listening(Canned(), read_s=0.5) as port:
+        slow, answer = held(port, b"", line)
+        idle, _ = held(port, b"")
+    assert 0.4 < slow < 3 and 0.4 < idle < 3 and answer == b""
+    assert "dropped why='no request within 0.5 s'" in capsys.readouterr().err
+
+
+def test_a_client_trickling_its_body_is_answered_408_at_the_read_timeout():
+    jobs = Canned()
+    headers = f"POST /v1/grade HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {'g' * 24}\r\n"
+    with listening(jobs, read_s=0.5) as port:
+        seconds, answer = held(port, f"{headers}Content-Length: 1000\r\n\r\n".encode(), b" " * 100)
+    assert 0.4 < seconds < 3 and answer.startswith(b"HTTP/1.1 408 "), (seconds, answer)
+    assert b"the request's body did not arrive within 0.5 s" in answer and jobs.calls == []
+
+
+def test_an_idle_connection_is_closed_after_the_keep_alive_timeout():
+    with listening(Canned(), keep_alive_s=0.5) as port:
+        seconds, answer = held(port, b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200 ") and 0.4 < seconds < 3
+
+
+def test_past_the_connection_limit_requests_are_503_until_slow_clients_are_dropped():
+    with listening(Canned(), connections=3, read_s=1.0) as port:
+        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        try:
+            refused_while_held = get_health(port)
+            time.sleep(1.5)
+            answered_after = get_health(port)
+        finally:
+            for s in silent:
+                s.close()
+    assert refused_while_held.startswith(b"HTTP/1.1 503 ")
+    assert answered_after.startswith(b"HTTP/1.1 200 ")
+
+
+def test_serve_passes_its_timeouts_and_limit_to_uvicorn(monkeypatch, tmp_path):
+    started = []
+    monkeypatch.setattr(serve, "create_app", lambda course, settings, tokens: "app")
+    monkeypatch.setattr(uvicorn, "Server", lambda config: started.append(config) or Mock())
+    (tmp_path / "tokens").write_text(f"ci:{'c' * 24}\n")
+    args = ["serve", "--token-file", str(tmp_path / "tokens"), "--course", str(ROOT)]
+    args += ["--read-timeout", "3", "--keep-alive", "2", "--connections", "9"]
+    outcome = CliRunner().invoke(cli.main, args)
+    assert outcome.exit_code == 0, outcome.output
+    (config,) = started
+    assert (config.timeout_keep_alive, config.limit_concurrency, config.http.keywords) == (
+        2,
+        9,
+        {"read_s": 3},
+    )
+
+
+def test_importing_the_service_leaves_ray_to_batch_start_ray():
+    """Ray reads its authentication mode when imported; ``batch`` chooses it for the embedded
+    cluster first, so an earlier import made ``autograder serve`` fail to start Ray."""
+    code = "import sys, autograder.serve; print('ray' in sys.modules)"
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert imported.stdout.strip() == "False"
