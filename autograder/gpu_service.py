@@ -90,16 +90,42 @@ class Service:
 
     @property
     def where(self) -> str:
-        """The service as a student's feedback names it: its host, never its token."""
-        return f"the GPU service at {urllib.parse.urlsplit(self.url).netloc or self.url}"
+        """The service as a student's feedback names it: its host and port, never its token."""
+        return f"the GPU service at {_host_port(self.url)}"
 
 
 def url_problem(url: str) -> str | None:
-    """Why ``url`` cannot be a GPU service's address; None when it can."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        return f"the GPU service's URL {url!r} is not http(s)://HOST[:PORT]"
+    """Why ``url`` cannot be a GPU service's address; None when it can. The reason reaches every
+    student's results.json, so it shows no more of the URL than :func:`public_url` does.
+
+    A user name or password in the URL is refused: the URL's host is shown to students and TAs,
+    and the token has its own place (a token file, ``AUTOGRADER_GPU_TOKEN``), never shown."""
+    if "@" in url:
+        return (
+            "the GPU service's URL holds a user name or password (an @); give http(s)://HOST[:PORT] "
+            f"and the token in a token file or {TOKEN_VARIABLE}"
+        )
+    shape = "is not http(s)://HOST[:PORT][/PREFIX]"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 (a port that is not a number raises ValueError here)
+    except ValueError:
+        return f"the GPU service's URL {shape}"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"the GPU service's URL {parts.scheme}://{parts.netloc} {shape}"
+    if parts.query or parts.fragment:
+        return f"the GPU service's URL {public_url(url)}/… has a query or fragment: it {shape}"
     return None
+
+
+def public_url(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``: all of it that students and TAs are shown (a user,
+    password, path or query may hold a secret)."""
+    return f"{urllib.parse.urlsplit(url).scheme}://{_host_port(url)}"
+
+
+def _host_port(url: str) -> str:
+    return urllib.parse.urlsplit(url).netloc.rpartition("@")[2]
 
 
 def configured(course_root: Path, url: str | None = None) -> Service | None:
@@ -272,7 +298,7 @@ def _merged(result: ItemResult, outcome: tuple[str, dict[str, dict]] | str, serv
         result.item,
         float(verdict["score"]),
         f"{verdict['feedback']}\n(graded on the GPU service, on its {backend} backend)",
-        {**verdict["evidence"], "gpu_service": {"url": service.url, "backend": backend}},
+        {**verdict["evidence"], "gpu_service": {"url": public_url(service.url), "backend": backend}},
         regrade=verdict["regrade"],
     )
 

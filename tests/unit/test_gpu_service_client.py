@@ -272,3 +272,62 @@ def test_token_files_name_their_tokens_and_refuse_weak_ones(tmp_path):
         path.write_text(text)
         with pytest.raises(ValueError, match=words):
             gpu_service.read_tokens(path)
+
+
+CREDENTIALS = "student-visible:hunter2-password"
+
+
+@pytest.mark.parametrize("where", ["environment", "gpu-service.json"])
+def test_a_url_with_a_user_or_password_is_refused_and_never_shown(course_root, tmp_path, service, where):
+    url = service.url.replace("//", f"//{CREDENTIALS}@")
+    if where == "environment":
+        env = {gpu_service.URL_VARIABLE: url, gpu_service.TOKEN_VARIABLE: TOKEN}
+    else:
+        (course_root / gpu_service.CONFIG_FILE).write_text(json.dumps({"url": url, "token": TOKEN}))
+        env = {}
+    outcome, results, report = grade(course_root, tmp_path / "out", env=env)
+    assert service.requests == []
+    assert "holds a user name or password" in by_name(results["tests"])[PERF]["output"]
+    for text in (outcome.output, json.dumps(results), json.dumps(report)):
+        assert "hunter2" not in text and "student-visible" not in text
+
+
+def test_the_gradescope_zip_refuses_a_url_with_a_password(course_root, tmp_path):
+    (tmp_path / "token").write_text(TOKEN)
+    args = ["gradescope", "vec", "--course", str(course_root), "--out", str(tmp_path / "a.zip")]
+    args += [
+        "--gpu-url",
+        f"https://{CREDENTIALS}@gpu.example.edu",
+        "--gpu-token-file",
+        str(tmp_path / "token"),
+    ]
+    outcome = CliRunner().invoke(cli.main, args)
+    assert outcome.exit_code == 2 and "holds a user name or password" in outcome.output
+    assert "hunter2" not in outcome.output and not (tmp_path / "a.zip").exists()
+
+
+def test_a_verdict_names_the_service_by_scheme_host_and_port_alone(course, backends, service):
+    graded = pipeline.grade_submission(
+        course.root / "reference", course, backends, seed=2, assignments=["vec"]
+    )
+    prefixed = gpu_service.Service(service.url + "/private-prefix", TOKEN)
+    merged = gpu_service.completed(graded, course, course.root / "reference", prefixed, 60.0)
+    assert by_name_results(merged)[PERF].evidence["gpu_service"] == {"url": service.url, "backend": "gpu"}
+    assert service.requests[0][1]["path"] == "/private-prefix" + gpu_service.GRADE_PATH
+
+
+@pytest.mark.parametrize(
+    "url, problem",
+    [
+        ("https://gpu.example.edu", None),
+        ("http://127.0.0.1:8000/prefix/", None),
+        ("https://user:secret@gpu.example.edu", "holds a user name or password"),
+        ("https://user@gpu.example.edu:8443", "holds a user name or password"),
+        ("https://gpu.example.edu/?token=secret", "https://gpu.example.edu/… has a query or fragment"),
+        ("https://gpu.example.edu:secret", "is not http(s)://HOST[:PORT][/PREFIX]"),
+        ("file:///etc/passwd", "URL file:// is not http(s)://HOST[:PORT][/PREFIX]"),
+    ],
+)
+def test_url_problem_names_what_is_wrong_and_no_secret(url, problem):
+    said = gpu_service.url_problem(url)
+    assert said == problem if problem is None else problem in said and "secret" not in said
