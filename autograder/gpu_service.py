@@ -187,21 +187,27 @@ def completed(
     return replace(grade, items=tuple(items), elapsed_s=grade.elapsed_s + time.monotonic() - started)
 
 
-def _sources(submission: Path, course: Course, names: list[str]) -> dict[str, str | None]:
-    """Each assignment's kernel as grading read it (``discovery``, then the source policy)."""
+def _sources(submission: Path, course: Course, names: list[str]) -> dict[str, tuple[str, str] | None]:
+    """Each assignment's kernel as grading read it (``discovery``, then the source policy): its
+    file's name (sent, so that the service's feedback names the student's file) and its text."""
     kernels = {name: spec.kernel for name, spec in course.specs.items()}
     with discovery.opened(submission, kernels) as found:
         return {name: _source(found, name) for name in names}
 
 
-def _source(found: discovery.Submission, name: str) -> str | None:
+def _source(found: discovery.Submission, name: str) -> tuple[str, str] | None:
     path, problem = found.locate(name)
     source, problem = read_source(path) if path else ("", problem)
-    return None if problem else source
+    return None if problem or path is None else (path.name, source)
 
 
 def _outcome(
-    service: Service, assignment: str, source: str | None, seed: int, wait_s: float, items: list[Item]
+    service: Service,
+    assignment: str,
+    source: tuple[str, str] | None,
+    seed: int,
+    wait_s: float,
+    items: list[Item],
 ) -> tuple[str, dict[str, dict]] | str:
     """The service's backend and its verdict on each of ``items``; or why there is none."""
     problem = url_problem(service.url)
@@ -213,7 +219,14 @@ def _outcome(
         return "its kernel could not be read again to send it"
     if wait_s < MIN_WAIT_S:
         return f"no time was left to ask {service.where}"
-    request = {"assignment": assignment, "source": source, "seed": seed, "deadline_s": SERVICE_SHARE * wait_s}
+    filename, text = source
+    request = {
+        "assignment": assignment,
+        "filename": filename,
+        "source": text,
+        "seed": seed,
+        "deadline_s": SERVICE_SHARE * wait_s,
+    }
     try:
         return _verdicts(_post(service, request, wait_s), items, service)
     except (OSError, ValueError, RecursionError, http.client.HTTPException) as e:  # never a lost grade

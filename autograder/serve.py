@@ -1,8 +1,8 @@
 """``autograder serve``: the GPU grading service that Gradescope's autograder calls (docs/gpu-service.md).
 
 ``POST /v1/grade`` with ``Authorization: Bearer TOKEN`` and ``{"assignment", "source", "seed"}``
-(and optionally ``"deadline_s"``) grades that assignment as ``autograder grade`` does, on a Ray
-worker: the task is ``batch.grade_files``, which runs ``grade`` in a subprocess with the
+(and optionally ``"filename"``, ``"deadline_s"``) grades that assignment as ``autograder grade``
+does, on a Ray worker: the task is ``batch.grade_files``, which runs ``grade`` in a subprocess with the
 rubric's limits, holding one GPU when the backend runs on one. The answer is results.json's
 item entries, each with what the caller needs to merge it (its feedback before fencing, the
 regrade flag, why it was not run, the TA report's evidence). ``GET /v1/health`` says the
@@ -34,6 +34,7 @@ import hmac
 import json
 import logging
 import math
+import re
 import sys
 import time
 import urllib.parse
@@ -58,6 +59,8 @@ from autograder.policy import MAX_SOURCE_BYTES
 from autograder.results import build_results, grader_version
 
 # any source within the policy's limit fits, however JSON escapes it (\u0000 is 6 bytes)
+# a file name the service writes the kernel under: one plain name, never a path
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_. -]{0,95}\.[cC][uU]")
 MAX_REQUEST_BYTES = 6 * MAX_SOURCE_BYTES + (64 << 10)
 MAX_HEADER_BYTES = 16 << 10  # a request line and headers longer than this: 400
 
@@ -79,6 +82,7 @@ class GradeRequest(BaseModel):
 
     assignment: str
     source: str
+    filename: str | None = None  # the student's file's name, for the feedback; <assignment>.cu if none
     seed: int = Field(ge=0, lt=1 << 63)
     deadline_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
@@ -200,7 +204,7 @@ class Service:
     async def outcome(self, job: GradeRequest) -> tuple[dict, str | None]:
         """The answer to ``job``, and for the log why it was not graded."""
         deadline_s = min(self.settings.deadline_s, job.deadline_s or math.inf)
-        files = {f"{job.assignment}.cu": job.source.encode(errors="surrogatepass")}
+        files = {submitted_name(job): job.source.encode(errors="surrogatepass")}
         settings = replace(self.grading, assignments=(job.assignment,))
         try:
             done = await asyncio.wait_for(self.jobs.run(files, job.seed, settings), deadline_s)
@@ -252,6 +256,14 @@ class Service:
             "grader_version": grader_version(),
             "items": items,
         }
+
+
+def submitted_name(job: GradeRequest) -> str:
+    """The name the kernel is graded under: the student's file's (``attempt1.cu``), so that its
+    compile log and findings name it as the student's own grading does; ``<assignment>.cu`` when
+    none was sent or the name is not one plain ``.cu`` file name."""
+    name = job.filename or ""
+    return name if PLAIN_NAME.fullmatch(name) else f"{job.assignment}.cu"
 
 
 async def capped_body(request: Request, limit: int) -> bytes | None:

@@ -136,6 +136,7 @@ def test_an_item_not_run_here_is_replaced_by_the_services_verdict_and_the_total_
     assert headers["Authorization"] == f"Bearer {TOKEN}" and sent["path"] == gpu_service.GRADE_PATH
     assert sent["assignment"] == "vec" and sent["seed"] == 11 == report["seed"]
     assert sent["source"] == (course_root / "reference/vec.cu").read_text()
+    assert sent["filename"] == "vec.cu"  # the student's file's name, which the service grades under
     assert 0 < sent["deadline_s"] < gpu_service.WAIT_CAP_S
     assert any(line.endswith(PERF) and "0.75 / 1" in line for line in outcome.output.splitlines())
 

@@ -231,6 +231,26 @@ def test_a_job_whose_grader_failed_says_not_run_and_the_log_says_why(capsys):
     assert "why='grading failed: nothing to see'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("sent", "written"),
+    [
+        ("attempt1.cu", "attempt1.cu"),  # the student's own name, which their feedback then names
+        (None, "vector_add.cu"),
+        ("../../etc/x.cu", "vector_add.cu"),  # never a path
+        ("/abs.cu", "vector_add.cu"),
+        ("sub/attempt1.cu", "vector_add.cu"),
+        ("notes.txt", "vector_add.cu"),
+        (".hidden.cu", "vector_add.cu"),
+    ],
+)
+def test_the_kernel_is_graded_under_the_students_file_name_when_it_is_a_plain_one(sent, written):
+    jobs = Canned()
+    with client(jobs) as c:
+        c.post("/v1/grade", headers=BEARER, json={**JOB, "filename": sent})
+    files, _seed, _settings = jobs.calls[0]
+    assert list(files) == [written]
+
+
 def test_a_graded_job_answers_what_grade_writes_for_that_kernel_and_seed(tmp_path, capsys):
     jobs = Threaded()
     with client(jobs) as c:
