@@ -452,4 +452,7 @@ PTX emulator when your machine has no GPU) and prints every item's feedback. `au
 profile . --assignment ${name}` runs one safety case on the emulator and prints its memory
 traffic line by line, then its totals beside the reference's, and the registers, spills and
 occupancy the compiler gives your kernel; it exits 1 when it finds a defect.
+With `--plot roofline.svg` it also draws your kernel's roofline beside the reference's, on the
+larger case the picture's title names; that needs matplotlib: `python3 -m pip install '.[plot]'`
+in your virtual environment.
 """

@@ -535,7 +535,7 @@ def data_uri(fig: Figure) -> str:
 
 def rooflines(c: Class, student: Student) -> dict[str, str]:
     """Per assignment, the roofline of the student's kernel beside the reference's on the case
-    ``autograder profile`` runs by default (``roofline.py``), where the report has its counts;
+    ``ledger.roofline_case`` picks (``roofline.py``), where the report has its counts;
     with both as a GPU timed them where one did."""
     drawn_ = {}
     for assignment, entry in c.ledger.items():
