@@ -8,8 +8,8 @@ emulator. The totals must all be the rubric's.
 
 The virtual environment is a plain ``python3 -m venv`` (no ``--system-site-packages``):
 ``setup.sh`` installs the grader and every pinned dependency from PyPI into it, as on
-Gradescope, and then runs ``autograder selfcheck`` on the zip's course. Measured on the H200
-machine on 2026-12-02: 26 s in all (most of it the pip install, NVRTC's 58 MB wheel included,
+Gradescope, and then runs ``autograder selfcheck`` on the zip's course. Measured on the 2-core
+development machine on 2026-12-02: 23-26 s in all (most of it the pip install, NVRTC's 58 MB wheel included,
 no cache), well under the 3 minutes that would call for ``--system-site-packages`` and reusing
 this machine's packages. It needs PyPI, which the
 developers' machines and CI reach; ``pytest -s`` prints the time setup.sh took.
