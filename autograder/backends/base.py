@@ -75,6 +75,14 @@ class Launch:
     cooperative: bool = False
 
 
+# What a byte nobody wrote reads as, on every backend: the emulator's memory outside an
+# allocation and its fresh shared memory, and the GPU backend's canary zones around each buffer.
+# A kernel that reads just past an array (a[n], n < 64 KiB past the end) therefore computes the
+# same bits on both, and gets the same correctness verdict: 0xFF bytes are a NaN (float, half,
+# double) or -1 (signed), which shows in the outputs. The GPU's canaries then miss a write of
+# 0xFF bytes (an int -1) past an array; the emulator's bounds check, run on every grading, does not.
+UNDEFINED_BYTE = 0xFF
+
 # Finding kinds, and the rubric check each one belongs to.
 FINDING_CHECKS: dict[str, str] = {
     "out_of_bounds_read": "bounds",

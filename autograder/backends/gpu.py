@@ -7,7 +7,9 @@ the device's own architecture, read from the device, and PyCUDA loads it with
 
 Each buffer is copied into one allocation that starts and ends with ``CANARY_BYTES`` of
 ``CANARY_BYTE``; after the launch the zones are read back, and any changed byte becomes an
-``out_of_bounds_write`` finding naming the array and the element indices.
+``out_of_bounds_write`` finding naming the array and the element indices. The canary byte is
+the contract's ``UNDEFINED_BYTE``, what the emulator reads outside an allocation, so a read
+just past an array computes the same on both backends.
 
 What this backend cannot see (the emulator can): reads out of bounds, writes that land
 farther than ``CANARY_BYTES`` from an array, which thread or source line wrote, barrier and
@@ -40,6 +42,7 @@ import time
 import numpy as np
 
 from autograder.backends.base import (
+    UNDEFINED_BYTE,
     Backend,
     Buffer,
     Capabilities,
@@ -59,7 +62,10 @@ from autograder.compiler import compile_cubin
 from autograder.feedback import counted
 
 CANARY_BYTES = 64 * 1024  # each side of every buffer; a multiple of 256 keeps the data aligned
-CANARY_BYTE = 0xCB  # float32 -2.67e7, int32 -875836469: nothing a kernel writes by chance
+# The emulator's undefined byte: a read just past an array gives the same bits on both backends
+# (it was 0xCB, a finite -2.67e7 that a kernel multiplying it by 0 turned into a right answer on
+# the H200 while the emulator's NaN made it wrong: bench/results/verdicts-gpu.md).
+CANARY_BYTE = UNDEFINED_BYTE
 DEFAULT_SHARED_LIMIT = 48 * 1024  # more dynamic shared memory needs an opt-in attribute
 PRINTF_LIMIT = 64 * 1024  # characters of device printf output kept per launch
 

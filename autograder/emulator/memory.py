@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autograder.backends.base import UNDEFINED_BYTE
 from autograder.backends.occupancy import DEVICES
 from autograder.emulator.shadow import SharedShadow
 
@@ -51,7 +52,7 @@ NEAR_NULL = 1 << 40  # an address this close to 0: a null or uninitialised point
 RED_ZONE = 256
 FIRST_SHARED = DEVICES["sm_90"].reserved_shared  # 1024: the H200 keeps the bytes below per block
 RESERVED_REGION = "the block's reserved shared memory"  # below FIRST_SHARED; how findings name it
-GARBAGE = 0xFF
+GARBAGE = UNDEFINED_BYTE  # the GPU backend's canary byte too: a read past an array agrees
 
 
 def window_of(addr: np.ndarray | int):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from gpu_kernels import program, vector_add, vector_add_error
 
+from autograder.backends import select_backend
 from autograder.backends.base import Buffer, CompileError, Launch, LaunchFailure, Scalar
 from autograder.backends.gpu import GpuBackend
 
@@ -82,3 +83,34 @@ def test_printf_is_captured_and_dynamic_shared_memory_above_48_kib_works(backend
     result = backend.launch(launch)
     np.testing.assert_array_equal(result.outputs["y"], x[::-1])
     assert result.stdout == f"staged {n} floats\n"
+
+
+def test_a_read_past_an_array_computes_the_same_bits_as_on_the_emulator(backend, rng):
+    """The emulator is the oracle's model here: the GPU's canary zones hold the contract's
+    undefined byte, which the emulator reads outside an allocation, so a kernel reading past an
+    array gets the same correctness verdict on both (bench/results/verdicts-gpu.md)."""
+    n = 300
+    launch = Launch(
+        program("read_past", kernel="read_past"),
+        grid=(2, 1, 1),
+        block=(256, 1, 1),
+        args=(
+            Buffer("a", rng.uniform(-1, 1, n).astype(np.float32)),
+            Buffer("k", rng.integers(-1000, 1000, n).astype(np.int32)),
+            Buffer("c", np.zeros(2 * n, np.float32), is_output=True),
+            Buffer("d", np.zeros(n, np.int32), is_output=True),
+            Scalar("n", n),
+        ),
+    )
+    emulator = select_backend("emulator", 60, 4096)
+    try:
+        expected = emulator.launch(launch)
+    finally:
+        emulator.close()
+    got = backend.launch(launch)
+    assert {f.kind for f in expected.findings} == {"out_of_bounds_read"}
+    assert np.isnan(got.outputs["c"]).all() and (got.outputs["d"] == 0).all()
+    for name in ("c", "d"):
+        np.testing.assert_array_equal(
+            got.outputs[name].view(np.uint32), expected.outputs[name].view(np.uint32)
+        )
