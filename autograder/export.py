@@ -113,13 +113,19 @@ def _submission(root: Path, name: str, people: tuple, notes: dict[str, str]) -> 
 
 def name_problem(name: str) -> str | None:
     """Why ``name`` cannot be a submission's folder in SOURCE and in DIR, or None when it can."""
-    if name in ("", ".", "..") or "/" in name or "\\" in name or len(name.encode()) > 200:
-        return "its folder name is not one plain name (it is empty, a path, or too long)"
-    if any(unicodedata.category(c).startswith("C") or c in "[]" for c in name):
-        return "its folder name holds a control character or a bracket"
-    if name in RESERVED:
-        return f"its folder name is one of DIR's own files ({', '.join(sorted(RESERVED))})"
-    return None
+    if name in ("", ".", ".."):
+        why = "is empty, '.' or '..'"
+    elif "/" in name or "\\" in name:
+        why = "is a path, not one folder name"
+    elif len(name.encode()) > 200:
+        why = "is longer than 200 bytes"
+    elif any(unicodedata.category(c).startswith("C") or c in "[]" for c in name):
+        why = "holds a control character or a bracket"
+    elif name in RESERVED:
+        why = f"is one of DIR's own ({', '.join(sorted(RESERVED))})"
+    else:
+        return None
+    return f"its folder name {why}; rename the folder (and its key in {EXPORT_METADATA}) to grade it"
 
 
 def _link_problem(folder: Path) -> str | None:

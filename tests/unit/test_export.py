@@ -3,6 +3,7 @@ YAML that expands without end, and zips that unpack to far more than they weigh.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import zipfile
@@ -20,7 +21,7 @@ KERNEL = "__global__ void vec(float* x) {}\n"
 
 
 def metadata(*names: str) -> str:
-    return "".join(f"{name!r}:\n  :submitters:\n  - :name: Ada\n" for name in names)
+    return "".join(f"{json.dumps(name)}:\n  :submitters:\n  - :name: Ada\n" for name in names)
 
 
 def test_a_folder_name_that_is_a_path_is_refused_and_the_rest_of_the_class_is_read(tmp_path):
@@ -40,6 +41,10 @@ def test_a_folder_name_that_is_a_path_is_refused_and_the_rest_of_the_class_is_re
     assert len(refused) == len(crafted)
     assert all("/" not in s.id or s.id.startswith("'") for s in refused)  # shown quoted, never a folder
     assert all("[" not in s.id and "\n" not in s.id for s in refused)  # nothing a terminal interprets
+    reasons = {s.id: s.refused.split(";")[0].removeprefix("its folder name ") for s in refused}
+    assert reasons["'../outside'"] == reasons["'x\\x5b/\\x5d'"] == "is a path, not one folder name"
+    assert reasons["'a\\nb'"] == "holds a control character or a bracket"
+    assert reasons["'class.json'"] == reasons["'report'"] != reasons["'../outside'"]
 
 
 def test_a_plain_folder_named_like_a_file_of_dir_or_linked_elsewhere_is_refused(tmp_path):
@@ -51,10 +56,7 @@ def test_a_plain_folder_named_like_a_file_of_dir_or_linked_elsewhere_is_refused(
     assert [(s.id, s.refused) for s in submissions] == [
         ("amy", None),
         ("'bob'", "its folder is a symbolic link"),
-        (
-            "'report'",
-            "its folder name is one of DIR's own files (class.json, regrades.csv, report, scores.csv)",
-        ),
+        ("'report'", export.name_problem("report")),
     ]
 
 
