@@ -338,10 +338,11 @@ def batch(source, out, course_root, backend, assignments, seed, address, only):
         with batch_progress(len(submissions)) as shown:
             outcomes = class_batch.grade_class(submissions, course, out, settings, address, only, shown)
     optional("the class report", write_class_report, out)
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("graded", "current", "failed")}
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("graded", "current", "failed", "refused")}
+    refused = f", {counts['refused']} refused (not graded: see regrades.csv)" if counts["refused"] else ""
     click.echo(
-        f"{counts['graded']} graded, {counts['current']} current (not regraded), {counts['failed']} failed "
-        f"-> {out}/scores.csv, {out}/regrades.csv, {out}/report/index.html"
+        f"{counts['graded']} graded, {counts['current']} current (not regraded), {counts['failed']} failed"
+        f"{refused} -> {out}/scores.csv, {out}/regrades.csv, {out}/report/index.html"
     )
     sys.exit(1 if counts["failed"] else 0)
 

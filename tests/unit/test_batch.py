@@ -272,6 +272,21 @@ def test_refused_entries_are_listed_and_never_written(course, tmp_path, monkeypa
     assert "(whole submission)" in (out / "regrades.csv").read_text()
 
 
+def test_the_batch_command_counts_refused_entries_in_its_summary(course_root, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from autograder import cli
+
+    monkeypatch.setattr(batch, "reference_ledger", lambda course, names: {})
+    write(tmp_path / "export/submission_metadata.yml", "'../../escaped':\n  :submitters: []\n")
+    args = ["batch", str(tmp_path / "export"), "--out", str(tmp_path / "out"), "--course", str(course_root)]
+    outcome = CliRunner().invoke(cli.main, args)
+    assert outcome.exit_code == 0, outcome.output
+    assert "0 graded, 0 current (not regraded), 0 failed, 1 refused (not graded: see regrades.csv)" in (
+        outcome.output
+    )
+
+
 def test_auto_is_guessed_as_the_last_run_resolved_it_before_ray_starts(tmp_path):
     assert batch.expected_backend("auto", tmp_path) == "emulator"  # no last run
     (tmp_path / batch.CLASS_FILE).write_text(json.dumps({"backend": "gpu"}))
