@@ -75,8 +75,9 @@ TOTAL_MULTIPLE = 8
 RESOURCE_ARCH = "sm_90"  # the GPU whose registers and occupancy resources items judge
 STALLED_S = 2.0  # the time limit of a student's launches once one of them did not finish
 # A file name NVRTC's log and the PTX's quoted ``.file`` directive carry as it is (no quote, no
-# backslash, no control character): the student's own name is used only then.
-_PLAIN_NAME = re.compile(r"[\w .+,()\[\]-]{1,120}\.cu", re.ASCII | re.IGNORECASE)
+# backslash, no slash, no control character), and not a hidden one: the student's own name is
+# used only then (here, and by the GPU service, which writes the kernel under it).
+_PLAIN_NAME = re.compile(r"[\w+,()\[\]-][\w .+,()\[\]-]{0,119}\.cu", re.ASCII | re.IGNORECASE)
 
 
 class CaseRunner:
@@ -333,10 +334,10 @@ def named(program: Program, filename: str | None) -> Program:
     return replace(program, filename=filename) if filename else program
 
 
-def submitted_name(path: Path, spec: Spec) -> str:
-    """The name the student's file goes by in compiles: its own (``attempt1.cu``) where NVRTC
-    and the PTX's ``.file`` directive carry it unchanged, else the assignment's."""
-    return path.name if _PLAIN_NAME.fullmatch(path.name) else f"{spec.name}.cu"
+def submitted_name(name: str, assignment: str) -> str:
+    """The name the student's file ``name`` goes by in compiles: its own (``attempt1.cu``) where
+    NVRTC and the PTX's ``.file`` directive carry it unchanged, else the assignment's."""
+    return name if _PLAIN_NAME.fullmatch(name) else f"{assignment}.cu"
 
 
 def _fault(outcome: CaseOutcome, message: str) -> CaseOutcome:
@@ -423,7 +424,7 @@ def _grade_assignment(
     path, problem = found.locate(name)
     source, problem = read_source(path) if path else ("", problem)
     regrade = False
-    filename = submitted_name(path, spec) if path else None
+    filename = submitted_name(path.name, spec.name) if path else None
     if problem is None:
         problem, regrade = _compile_problem(backends.grading, spec, source, items, filename)
     if problem is not None:

@@ -34,7 +34,6 @@ import hmac
 import json
 import logging
 import math
-import re
 import sys
 import time
 import urllib.parse
@@ -55,12 +54,11 @@ from autograder import batch
 from autograder.feedback import two_decimals
 from autograder.gpu_service import Token
 from autograder.model import Course, Grade, ItemResult
+from autograder.pipeline import submitted_name
 from autograder.policy import MAX_SOURCE_BYTES
 from autograder.results import build_results, grader_version
 
 # any source within the policy's limit fits, however JSON escapes it (\u0000 is 6 bytes)
-# a file name the service writes the kernel under: one plain name, never a path
-PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_. -]{0,95}\.[cC][uU]")
 MAX_REQUEST_BYTES = 6 * MAX_SOURCE_BYTES + (64 << 10)
 MAX_HEADER_BYTES = 16 << 10  # a request line and headers longer than this: 400
 
@@ -204,7 +202,10 @@ class Service:
     async def outcome(self, job: GradeRequest) -> tuple[dict, str | None]:
         """The answer to ``job``, and for the log why it was not graded."""
         deadline_s = min(self.settings.deadline_s, job.deadline_s or math.inf)
-        files = {submitted_name(job): job.source.encode(errors="surrogatepass")}
+        # the student's file's name, so that its compile log and findings name it as the
+        # student's own grading does (pipeline.submitted_name: never a path, else <assignment>.cu)
+        name = submitted_name(job.filename or "", job.assignment)
+        files = {name: job.source.encode(errors="surrogatepass")}
         settings = replace(self.grading, assignments=(job.assignment,))
         try:
             done = await asyncio.wait_for(self.jobs.run(files, job.seed, settings), deadline_s)
@@ -256,14 +257,6 @@ class Service:
             "grader_version": grader_version(),
             "items": items,
         }
-
-
-def submitted_name(job: GradeRequest) -> str:
-    """The name the kernel is graded under: the student's file's (``attempt1.cu``), so that its
-    compile log and findings name it as the student's own grading does; ``<assignment>.cu`` when
-    none was sent or the name is not one plain ``.cu`` file name."""
-    name = job.filename or ""
-    return name if PLAIN_NAME.fullmatch(name) else f"{job.assignment}.cu"
 
 
 async def capped_body(request: Request, limit: int) -> bytes | None:
