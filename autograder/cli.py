@@ -725,6 +725,9 @@ def profile(submission, assignment, case_texts, seed, as_json, plot, timings, ar
         source, problem = policy.read_source(path) if path else ("", problem)
     if problem:
         raise click.ClickException(problem)
+    filename = pipeline.submitted_name(
+        path.name, assignment
+    )  # findings name the student's file, as grading's do
     if timings and not plot:
         raise click.BadParameter(
             "the timings are drawn on the roofline: give --plot too", param_hint="--timings"
@@ -734,7 +737,7 @@ def profile(submission, assignment, case_texts, seed, as_json, plot, timings, ar
     emulator = select_backend("emulator", limits.compile_s, limits.emulator_mb)
     try:
         cases = profile_cases(spec, case_texts, bool(plot))
-        runs = [profiled(course, spec, source, case, seed, emulator) for case in cases]
+        runs = [profiled(course, spec, source, case, seed, emulator, filename) for case in cases]
         measured, title = [], f"{assignment} at {roofline.case_text(runs[-1]['case'])}\n({runs[-1]['which']})"
         if timed and (counted_on := stand_in(spec, timed["case"])):
             scale = timed_scale(spec, counted_on, timed["case"])
@@ -823,12 +826,25 @@ def profile_cases(spec, case_texts: tuple[str, ...], plot: bool) -> list[tuple[d
     return cases
 
 
-def profiled(course: Course, spec, source: str, given: tuple[dict, str], seed: int, emulator) -> dict:
-    """One case of ``source`` on the emulator: its profile data, its ledger, and its text."""
+def profiled(
+    course: Course,
+    spec,
+    source: str,
+    given: tuple[dict, str],
+    seed: int,
+    emulator,
+    filename: str | None = None,
+) -> dict:
+    """One case of ``source`` (compiled as ``filename``, default the assignment's) on the emulator:
+    its profile data, its ledger, and its text."""
     case, how = given
     try:
         ref = find_case(spec, case, seed)
         prepared = prepare(spec, source, ref, course.rubric.limits.case_s)
+        prepared = replace(
+            prepared,
+            launch=replace(prepared.launch, program=pipeline.named(prepared.launch.program, filename)),
+        )
         result = emulator.launch(prepared.launch)
         reference = reference_counts(course, spec, case, emulator)
     except SpecError as e:

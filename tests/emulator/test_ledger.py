@@ -182,3 +182,17 @@ def test_profile_shows_the_lines_that_are_also_the_references_beside_its(tmp_pat
     loop = next(row for row in lines if "acc += A[k * M + i]" in row["source"])
     assert loop["yours"]["global_load_values"] == loop["reference"]["global_load_values"] > 0
     assert not any("C[i * N + j]" in row["source"] for row in lines)  # twice in yours: no longer one line
+
+
+def test_profile_names_the_students_own_file_in_its_findings(tmp_path):
+    """As grading's findings do (``pipeline.submitted_name``): attempt1.cu, not vector_add.cu."""
+    (tmp_path / "attempt1.cu").write_text(
+        "__global__ void vector_add(const float* a, const float* b, float* c, int n) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    c[i] = a[i] + b[i];\n"
+        "}\n"
+    )
+    outcome = run("profile", tmp_path, "--assignment", "vector_add", "--course", ROOT)
+    assert outcome.exit_code == 1, outcome.output  # its findings
+    assert "attempt1.cu:3: thread (1,0,0) of block (0,0,0) read a[1] past its end" in outcome.output
+    assert "vector_add.cu" not in outcome.output
