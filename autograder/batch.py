@@ -269,7 +269,7 @@ def store(out: Path, job: Job, answer: dict, course: Course) -> Outcome:
 
 
 def reference_ledger(course: Course, names: list[str]) -> dict[str, dict]:
-    """The reference's totals on each assignment's default case, for the class report's rooflines;
+    """The reference's totals on each assignment's roofline case, for the class report's rooflines;
     empty when the emulator cannot give them (the class's grades never depend on it)."""
     limits = course.rubric.limits
     try:
