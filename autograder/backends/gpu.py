@@ -132,14 +132,17 @@ class GpuBackend(Backend):
             try:
                 with self.cuda_failures(launch.program, LaunchFailure):
                     for b in buffers:
-                        allocations[b.name] = self._to_device(b)
+                        allocations[b.name] = to_device(self.driver, b, self.canary_bytes)
                     elapsed_ms, stdout = self._run(function, launch, allocations)
-                    back = {b.name: self._from_device(b, allocations[b.name]) for b in buffers}
+                    back = {
+                        b.name: from_device(self.driver, b, allocations[b.name], self.canary_bytes)
+                        for b in buffers
+                    }
             finally:
                 self._free(allocations.values())
         return LaunchResult(
-            outputs={name: contents for name, (contents, _zones) in back.items()},
-            findings=[f for b in buffers for f in _zone_findings(b, *back[b.name][1])],
+            outputs={name: contents for name, (contents, _findings) in back.items()},
+            findings=[f for _contents, findings in back.values() for f in findings],
             stdout=stdout,
             elapsed_ms=elapsed_ms,
         )
@@ -202,7 +205,7 @@ class GpuBackend(Backend):
 
     def _run(self, function, launch: Launch, allocations: dict) -> tuple[float, str]:
         """Launch once and wait; return the device time in ms and the kernel's printf output."""
-        args = [_kernel_arg(arg, allocations, self.canary_bytes) for arg in launch.args]
+        args = [kernel_arg(arg, allocations, self.canary_bytes) for arg in launch.args]
         start, end = self.driver.Event(), self.driver.Event()
         with _captured_stdout() as printed:
             start.record()
@@ -225,33 +228,6 @@ class GpuBackend(Backend):
             time.sleep(pause)
             pause = min(2 * pause, 1e-3)
         end.synchronize()  # also flushes the kernel's printf buffer
-
-    def _to_device(self, buffer: Buffer):
-        """One allocation laid out as :func:`_padded` shows: canary, the buffer's bytes, canary.
-
-        The zones are set on the device and the bytes copied straight from the buffer, not
-        through a padded copy on the host (a 2**26-element case has three 256 MiB buffers)."""
-        data = np.ascontiguousarray(buffer.data).reshape(-1).view(np.uint8)
-        canary = self.canary_bytes
-        allocation = self.driver.mem_alloc(2 * canary + data.size)
-        if canary:
-            self.driver.memset_d8(allocation, CANARY_BYTE, canary)
-            self.driver.memset_d8(int(allocation) + canary + data.size, CANARY_BYTE, canary)
-        if data.size:
-            self.driver.memcpy_htod(int(allocation) + canary, data)
-        return allocation
-
-    def _from_device(self, buffer: Buffer, allocation) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-        """The buffer's contents after the launch, and its two canary zones."""
-        canary = self.canary_bytes
-        contents = np.empty(buffer.data.size, dtype=buffer.data.dtype)
-        before, after = np.empty(canary, np.uint8), np.empty(canary, np.uint8)
-        if contents.nbytes:
-            self.driver.memcpy_dtoh(contents, int(allocation) + canary)
-        if canary:
-            self.driver.memcpy_dtoh(before, allocation)
-            self.driver.memcpy_dtoh(after, int(allocation) + canary + contents.nbytes)
-        return contents, (before, after)
 
     def _free(self, allocations) -> None:
         if self._failure is not None:  # the memory goes with the process
@@ -302,28 +278,40 @@ def _describe(error, survived: bool) -> str:
     return f"the kernel crashed on the GPU: {reason} (the emulator backend names the thread and line)"
 
 
-def _padded(buffer: Buffer, canary: int) -> np.ndarray:
-    """The buffer's bytes between two canary zones of ``canary`` bytes, as one host array: the
-    device allocation's layout (``GpuBackend._to_device`` builds it on the device)."""
+def to_device(driver, buffer: Buffer, canary: int):
+    """One allocation: ``canary`` bytes of ``CANARY_BYTE``, the buffer's bytes, ``canary`` more.
+
+    The zones are set on the device and the bytes copied straight from the buffer, not
+    through a padded copy on the host (a 2**26-element case has three 256 MiB buffers).
+    ``driver`` is ``pycuda.driver``, or the unit tests' stand-in that keeps memory on the host.
+    """
     data = np.ascontiguousarray(buffer.data).reshape(-1).view(np.uint8)
-    padded = np.full(2 * canary + data.size, CANARY_BYTE, dtype=np.uint8)
-    padded[canary : canary + data.size] = data
-    return padded
+    allocation = driver.mem_alloc(2 * canary + data.size)
+    if canary:
+        driver.memset_d8(allocation, CANARY_BYTE, canary)
+        driver.memset_d8(int(allocation) + canary + data.size, CANARY_BYTE, canary)
+    if data.size:
+        driver.memcpy_htod(int(allocation) + canary, data)
+    return allocation
 
 
-def _contents(buffer: Buffer, padded: np.ndarray, canary: int) -> np.ndarray:
-    nbytes = buffer.data.size * buffer.data.dtype.itemsize
-    return padded[canary : canary + nbytes].view(buffer.data.dtype).copy()
+def from_device(driver, buffer: Buffer, allocation, canary: int) -> tuple[np.ndarray, list[Finding]]:
+    """The buffer's contents after the launch, and a finding for each written canary zone."""
+    contents = np.empty(buffer.data.size, dtype=buffer.data.dtype)
+    before, after = np.empty(canary, np.uint8), np.empty(canary, np.uint8)
+    if contents.nbytes:
+        driver.memcpy_dtoh(contents, int(allocation) + canary)
+    if canary:
+        driver.memcpy_dtoh(before, allocation)
+        driver.memcpy_dtoh(after, int(allocation) + canary + contents.nbytes)
+    return contents, _zone_findings(buffer, before, after)
 
 
-def _kernel_arg(arg, allocations: dict, canary: int):
+def kernel_arg(arg, allocations: dict, canary: int):
+    """A buffer's device pointer (past its leading canary zone) or a scalar, as the kernel takes it."""
     if isinstance(arg, Buffer):
         return np.uintp(int(allocations[arg.name]) + canary)
     return np.dtype(arg.dtype).type(arg.value)
-
-
-def _canary_findings(buffer: Buffer, padded: np.ndarray, canary: int) -> list[Finding]:
-    return _zone_findings(buffer, padded[:canary], padded[canary + buffer.data.nbytes :])
 
 
 def _zone_findings(buffer: Buffer, before_zone: np.ndarray, after_zone: np.ndarray) -> list[Finding]:

@@ -1,32 +1,67 @@
-"""The GPU backend's canary zones, checked without a GPU (pure numpy)."""
+"""The GPU backend's canary zones, checked without a GPU.
+
+The functions under test are the ones ``GpuBackend.launch`` calls (``to_device``,
+``kernel_arg``, ``from_device``); only ``pycuda.driver`` is replaced, by :class:`HostMemory`,
+which keeps device memory in one host array. A "kernel" here writes through the pointer the
+real launch would pass, so a wrong offset anywhere in the layout fails these tests.
+"""
 
 import numpy as np
 import pytest
 
 from autograder.backends.base import Buffer
-from autograder.backends.gpu import CANARY_BYTES, _canary_findings, _contents, _padded, gpu_available
+from autograder.backends.gpu import CANARY_BYTES, from_device, gpu_available, kernel_arg, to_device
 
 
-def _written(padded: np.ndarray, itemsize: int, indices: list[int]) -> None:
-    """Overwrite elements at ``indices`` (relative to the array's start) with a non-canary byte pattern."""
-    for i in indices:
-        at = CANARY_BYTES + i * itemsize
-        padded[at : at + itemsize] = 0x3F
+class HostMemory:
+    """The four ``pycuda.driver`` calls the canary layout makes, over a host byte array.
+
+    Fresh memory holds random bytes, as a real allocation may: a zone the layout forgot to
+    set would then read as written.
+    """
+
+    def __init__(self):
+        self.memory = np.random.default_rng().integers(0, 256, 1 << 20, dtype=np.uint8)
+        self.next = 256  # address 0 stays unused, as a null pointer
+
+    def mem_alloc(self, nbytes: int) -> int:
+        address, self.next = self.next, self.next + nbytes
+        return address
+
+    def memset_d8(self, address, byte: int, count: int) -> None:
+        self.memory[int(address) : int(address) + count] = byte
+
+    def memcpy_htod(self, address, host: np.ndarray) -> None:
+        self.memory[int(address) : int(address) + host.nbytes] = host.reshape(-1).view(np.uint8)
+
+    def memcpy_dtoh(self, host: np.ndarray, address) -> None:
+        host.reshape(-1).view(np.uint8)[:] = self.memory[int(address) : int(address) + host.nbytes]
+
+
+def _launched(buffer: Buffer, written: list[int] = (), canary: int = CANARY_BYTES, byte_offset: int = 0):
+    """Place ``buffer`` as a launch does, write elements at ``written`` (relative to the pointer
+    the kernel gets) with a byte pattern that is not the canary's, read it back as a launch does."""
+    driver = HostMemory()
+    allocation = to_device(driver, buffer, canary)
+    pointer = int(kernel_arg(buffer, {buffer.name: allocation}, canary))
+    itemsize = buffer.data.dtype.itemsize
+    for i in written:
+        at = pointer + i * itemsize + byte_offset
+        driver.memory[at : at + (1 if byte_offset else itemsize)] = 0x3F
+    return from_device(driver, buffer, allocation, canary)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int8"])
 def test_an_untouched_buffer_has_no_findings_and_keeps_its_contents(dtype):
     buffer = Buffer("x", np.random.default_rng().uniform(-9, 9, 1000).astype(dtype))
-    padded = _padded(buffer, CANARY_BYTES)
-    assert _canary_findings(buffer, padded, CANARY_BYTES) == []
-    np.testing.assert_array_equal(_contents(buffer, padded, CANARY_BYTES), buffer.data)
+    contents, findings = _launched(buffer)
+    assert findings == []
+    np.testing.assert_array_equal(contents, buffer.data)
 
 
 def test_writes_past_the_end_name_the_element_range():
     buffer = Buffer("y", np.full(1000, np.nan, np.float32), is_output=True)
-    padded = _padded(buffer, CANARY_BYTES)
-    _written(padded, 4, [1000, 1001, 1002, 1003])
-    [finding] = _canary_findings(buffer, padded, CANARY_BYTES)
+    _contents, [finding] = _launched(buffer, [1000, 1001, 1002, 1003])
     assert finding.message == "y[1000..1003] written past the end (n = 1000 elements)"
     assert (finding.kind, finding.check, finding.array, finding.index, finding.bound) == (
         "out_of_bounds_write",
@@ -37,38 +72,45 @@ def test_writes_past_the_end_name_the_element_range():
     )
 
 
+def test_writes_inside_the_array_are_its_contents_not_findings():
+    buffer = Buffer("y", np.zeros(8, np.float32), is_output=True)
+    contents, findings = _launched(buffer, [0, 7])
+    assert findings == [] and contents.view(np.uint8)[:4].tolist() == [0x3F] * 4
+    assert contents[7] == contents[0] and not contents[1:7].any()
+
+
 def test_writes_before_the_start_and_scattered_writes():
     buffer = Buffer("y", np.zeros(10, np.float64))
-    padded = _padded(buffer, CANARY_BYTES)
-    _written(padded, 8, [-3, 10, 20])
-    before, after = _canary_findings(buffer, padded, CANARY_BYTES)
+    _contents, (before, after) = _launched(buffer, [-3, 10, 20])
     assert before.message == "y[-3] written before the start (n = 10 elements)"
     assert after.message == "y[10..20] written past the end (n = 10 elements; 2 of those elements changed)"
 
 
 def test_one_changed_byte_counts_as_its_element():
     buffer = Buffer("y", np.zeros(5, np.float32))
-    padded = _padded(buffer, CANARY_BYTES)
-    padded[CANARY_BYTES + 5 * 4 + 6] = 0  # a byte inside element 6
-    [finding] = _canary_findings(buffer, padded, CANARY_BYTES)
+    _contents, [finding] = _launched(buffer, [6], byte_offset=2)  # a byte inside element 6
     assert finding.message == "y[6] written past the end (n = 5 elements)"
 
 
 def test_a_one_element_buffer_has_one_element():
-    buffer = Buffer("y", np.zeros(1, np.float32))
-    padded = _padded(buffer, CANARY_BYTES)
-    _written(padded, 4, [1])
-    [finding] = _canary_findings(buffer, padded, CANARY_BYTES)
+    _contents, [finding] = _launched(Buffer("y", np.zeros(1, np.float32)), [1])
     assert finding.message == "y[1] written past the end (n = 1 element)"
 
 
 def test_an_empty_buffer_is_all_canary():
-    buffer = Buffer("y", np.zeros(0, np.float32))
-    padded = _padded(buffer, CANARY_BYTES)
-    _written(padded, 4, [0])
-    assert [f.message for f in _canary_findings(buffer, padded, CANARY_BYTES)] == [
-        "y[0] written past the end (n = 0 elements)"
-    ]
+    _contents, findings = _launched(Buffer("y", np.zeros(0, np.float32)), [0])
+    assert [f.message for f in findings] == ["y[0] written past the end (n = 0 elements)"]
+
+
+def test_without_canaries_the_buffer_is_exact():
+    buffer = Buffer("y", np.arange(1, 6, dtype=np.float32), is_output=True)
+    driver = HostMemory()
+    allocation = to_device(driver, buffer, 0)
+    assert driver.next - int(allocation) == buffer.data.nbytes
+    assert int(kernel_arg(buffer, {"y": allocation}, 0)) == allocation
+    contents, findings = from_device(driver, buffer, allocation, 0)
+    assert findings == []
+    np.testing.assert_array_equal(contents, buffer.data)
 
 
 def test_gpu_is_unavailable_without_pycuda(monkeypatch):
@@ -78,10 +120,3 @@ def test_gpu_is_unavailable_without_pycuda(monkeypatch):
         assert gpu_available() is False
     finally:
         gpu_available.cache_clear()
-
-
-def test_without_canaries_the_buffer_is_exact():
-    buffer = Buffer("y", np.arange(1, 6, dtype=np.float32), is_output=True)
-    padded = _padded(buffer, 0)
-    assert padded.nbytes == buffer.data.nbytes and _canary_findings(buffer, padded, 0) == []
-    np.testing.assert_array_equal(_contents(buffer, padded, 0), buffer.data)
