@@ -32,6 +32,7 @@ from string import Template
 import yaml
 
 from autograder.discovery import name_key
+from autograder.errors import AutograderError
 
 SOLUTION, PROMPT = "SOLUTION", "PROMPT"
 _MARKER = re.compile(r"[ \t]*//[ \t]*(BEGIN|END)[ \t]+(SOLUTION|PROMPT)[ \t]*")
@@ -50,7 +51,7 @@ _KEYWORD_TEXT = """alignas alignof and and_eq asm auto bitand bitor bool break c
 _KEYWORDS = frozenset(_KEYWORD_TEXT.split())
 
 
-class AuthoringError(Exception):
+class AuthoringError(AutograderError):
     """A reference's markers are malformed, or a scaffold would overwrite something; names file and line."""
 
 

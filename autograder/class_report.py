@@ -56,6 +56,7 @@ from autograder import class_table, discovery, feedback, policy, roofline
 from autograder.backends import base
 from autograder.backends.base import FINDING_CHECKS
 from autograder.class_table import read_report
+from autograder.errors import AutograderError
 from autograder.feedback import two_decimals
 
 if TYPE_CHECKING:  # imported where a figure is drawn: a class whose pages are all current needs none
@@ -76,7 +77,7 @@ _NUMBER = re.compile(r"\d+")
 _COUNTED = re.compile(r"\d+(\s+)([A-Za-z]+)")  # "10 elements": a number and the word it inflects
 
 
-class ClassReportError(Exception):
+class ClassReportError(AutograderError):
     """DIR is not a graded class folder; the message says why."""
 
 

@@ -37,6 +37,7 @@ import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 
+from autograder.errors import AutograderError
 from autograder.feedback import LINE_BYTES, capped
 from autograder.policy import MAX_SOURCE_BYTES, code_only
 
@@ -215,7 +216,7 @@ def _unpacked(archive: Path, rel: str, target: Path, notes: list[str]) -> dict[s
     return {}
 
 
-class _Unsafe(Exception):
+class _Unsafe(AutograderError):
     """An entry, or the whole, of an uploaded .zip that is not unpacked."""
 
 

@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from autograder.discovery import MAX_ZIP_BYTES
+from autograder.errors import AutograderError
 from autograder.policy import MAX_SOURCE_BYTES
 
 EXPORT_METADATA = "submission_metadata.yml"
@@ -41,7 +42,7 @@ RATIO_FLOOR = 1 << 20  # entries smaller than this unpacked are never bombs, wha
 LISTED = 20  # skipped files named per submission; past that, a count
 
 
-class BatchError(Exception):
+class BatchError(AutograderError):
     """SOURCE cannot be used; the message says why."""
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from autograder.errors import AutograderError
 from autograder.model import Course
 from autograder.rubric import load_rubric
 
@@ -29,7 +30,7 @@ Entries = dict[str, tuple[Path, int]]  # name in the package -> (file on disk, m
 Contents = dict[str, tuple[bytes, int]]  # name in the package -> (bytes, mode)
 
 
-class BuildError(Exception):
+class BuildError(AutograderError):
     """The package cannot be built; the message says what is missing."""
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from autograder.backends import NAMES as BACKENDS
+from autograder.errors import AutograderError
 from autograder.vocabulary import CHECKS, METRICS, RESOURCE_METRICS, SPILLS, VISIBILITIES
 
 _TOP_KEYS = ("course", "backend", "limits", "leaderboard", "assignments")
@@ -24,7 +25,7 @@ _ASSIGNMENT_KEYS = ("items",)
 _ITEM_KEYS = ("check", "cases", "points", "name", "visibility", "metric", "full_at", "zero_at", "at_least")
 
 
-class RubricError(Exception):
+class RubricError(AutograderError):
     """``rubric.yaml`` is malformed; the message starts with ``file:line:``."""
 
 

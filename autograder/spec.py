@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from autograder.backends.base import COUNTER_NAMES, VALUES_FROM_BYTES
+from autograder.errors import AutograderError
 
 Case = Mapping[str, int | float]
 
@@ -167,7 +168,7 @@ def dim3(expressions: tuple[str, ...], case: Case) -> tuple[int, int, int]:
     return (*values, *[1] * (3 - len(values)))  # type: ignore[return-value]
 
 
-class SpecError(Exception):
+class SpecError(AutograderError):
     """An assignment spec is malformed; the message names the file or expression."""
 
 

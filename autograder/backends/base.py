@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autograder.errors import AutograderError
+
 Dim3 = tuple[int, int, int]
 
 
@@ -229,7 +231,7 @@ class Capabilities:
     runs_natively: bool = False  # kernels run on a real GPU (so compute-sanitizer can watch them)
 
 
-class BackendError(Exception):
+class BackendError(AutograderError):
     """A failure caused by the submission; ``str()`` is written for the student."""
 
 

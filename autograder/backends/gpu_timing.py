@@ -38,6 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from autograder.backends.base import Buffer, Launch, LaunchFailure, Program, Timing, TimingRequest
+from autograder.errors import AutograderError
 
 WHO = ("student", "reference")
 
@@ -274,7 +275,7 @@ def _compare_program(dtype: str) -> Program:
     return Program(COMPARE_SOURCE, "count_mismatches.cu", "count_mismatches", (("VALUE", C_TYPES[dtype]),))
 
 
-class ReferenceUnstableError(RuntimeError):
+class ReferenceUnstableError(AutograderError, RuntimeError):
     """The reference kernel disagreed with itself: a grader problem, never the student's."""
 
 

@@ -61,6 +61,7 @@ from autograder.backends.base import (
     Timing,
     TimingRequest,
 )
+from autograder.errors import AutograderError
 
 NOTHING = Capabilities()
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # where ``autograder`` imports from
@@ -68,7 +69,7 @@ SHARED_BYTES = 1 << 20  # buffers from this size travel in shared memory, not th
 _ALIGN = 4096  # each buffer's offset in the shared file: page-aligned arrays
 
 
-class WorkerError(RuntimeError):
+class WorkerError(AutograderError, RuntimeError):
     """The backend raised something other than a BackendError: a grader bug, with its traceback."""
 
 

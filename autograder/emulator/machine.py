@@ -126,6 +126,7 @@ from autograder.emulator.program import decode_ptx
 from autograder.emulator.ptx import Kernel
 from autograder.emulator.special import LaunchRegisters, clock_getter, reserved_shared
 from autograder.emulator.special import read as read_special
+from autograder.errors import AutograderError
 
 CLOCKS = frozenset(Sreg(name) for name in CLOCK_REGISTERS)
 NEVER = 1 << 62  # no lane outside the converged ones can run before them
@@ -158,7 +159,7 @@ def keep_freed_memory() -> None:
         pass
 
 
-class BudgetError(Exception):
+class BudgetError(AutograderError):
     def __init__(self, index: int, why: str):
         super().__init__(why)
         self.index = index
