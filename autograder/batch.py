@@ -34,6 +34,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -58,6 +59,10 @@ CLASS_FILE = "class.json"
 SOURCE = "source"  # DIR/<submission>/source/: the files its grading read
 FORMULA_STARTS = frozenset("=+-@\t\r")  # a spreadsheet cell starting so is a formula
 MAX_RETRIES = 3  # Ray retries a task whose worker or node died; never a grading failure
+
+# What happens behind the progress bar (Ray, the plan, what failed and why) for whoever runs the
+# class; the bar and the summary are ``cli.py``'s, printed.
+LOG = logging.getLogger(__name__)
 GRADE_MARGIN_S = 120  # past the rubric's submission limit, a grade subprocess is stopped
 OUTPUTS = ("results.json", "report.json", "report.md", "grade.log")
 TASK_UNSET = ("AUTOGRADER_COURSE", "AUTOGRADER_GPU_URL", "AUTOGRADER_GPU_TOKEN")  # left out of a task's grade
@@ -274,14 +279,21 @@ def reference_ledger(course: Course, names: list[str]) -> dict[str, dict]:
     limits = course.rubric.limits
     try:
         emulator = select_backend("emulator", limits.compile_s, limits.emulator_mb)
-    except BackendError:
-        return {}
+    except BackendError as e:
+        return _no_ledger(e)
     try:
         return ledger.class_ledger(course, names, emulator)
-    except BackendError:
-        return {}
+    except BackendError as e:
+        return _no_ledger(e)
     finally:
         emulator.close()
+
+
+def _no_ledger(error: BackendError) -> dict:
+    LOG.warning(
+        "the class report will have no rooflines: the emulator could not count the reference: %s", error
+    )
+    return {}
 
 
 def class_ledger(out: Path, course: Course, settings: Settings) -> tuple[str | None, dict[str, dict]]:
@@ -434,8 +446,16 @@ def start_ray(address: str | None, settings: Settings, course_key: str):
     the backend resolved on that cluster, and ``grade_files`` as a task holding what it needs."""
     ray = import_ray(address)
     ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    gpus_present = ray.cluster_resources().get("GPU", 0) > 0
+    resources = ray.cluster_resources()
+    gpus_present = resources.get("GPU", 0) > 0
     settings = replace(settings, backend=resolve_where(settings.backend, gpus_present), course_key=course_key)
+    LOG.info(
+        "Ray cluster %s: %g CPUs, %g GPUs; the %s backend grades",
+        address or "embedded",
+        resources.get("CPU", 0),
+        resources.get("GPU", 0),
+        settings.backend,
+    )
     task = ray.remote(grade_files).options(
         num_cpus=1, num_gpus=settings.gpus, max_retries=MAX_RETRIES, retry_exceptions=False
     )
@@ -480,8 +500,15 @@ def grade_class(
     if jobs:
         resolved, task = start_ray(address, replace(settings, backend=asked), settings.course_key)
         if resolved.backend != settings.backend:  # ``auto`` resolved otherwise than guessed
+            LOG.info(
+                "the cluster resolves %s to %s, not %s: planned again",
+                asked,
+                resolved.backend,
+                settings.backend,
+            )
             settings = resolved
             known, jobs = plan(submissions, out, settings, only)
+    LOG.info("%d to grade, %d current or refused (not graded again)", len(jobs), len(known))
     for outcome in known.values():
         shown(outcome, 0)
     if task is not None:
@@ -509,6 +536,7 @@ def _grade_on_ray(jobs, task, course, course_data, out, settings, shown) -> dict
             try:
                 answer = ray.get(ready[0])
             except ray.exceptions.RayError as e:  # its worker or node died MAX_RETRIES + 1 times
+                LOG.warning("%s: its grading task failed %d times: %s", job.submission.id, MAX_RETRIES + 1, e)
                 answer = lost_task(e)
             done[job.submission.id] = store(out, job, answer, course)
             shown(done[job.submission.id], min(len(pending), slots))

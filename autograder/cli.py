@@ -21,6 +21,7 @@ from autograder import (
     discovery,
     gpu_service,
     gradescope_zip,
+    logs,
     packaging,
     pipeline,
     policy,
@@ -95,6 +96,16 @@ course_option = click.option(
     show_envvar=True,
     help="Course root holding assignments/, rubric.yaml, reference/ (default: ./, the checkout, "
     "or /autograder/source).",
+)
+
+log_level_option = click.option(
+    "--log-level",
+    type=click.Choice(logs.LEVELS, case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    expose_value=False,  # it sets up logging as it is parsed; the command never needs its value
+    callback=lambda context, parameter, level: logs.configure(level.upper()),
+    help="The least severe messages logged to stderr (WARNING: only what went wrong).",
 )
 
 
@@ -310,6 +321,7 @@ def stdout_is_terminal() -> bool:
 @click.option(
     "--only", multiple=True, help="Regrade this student (name, SID, email or folder) even if current."
 )
+@log_level_option
 def batch(source, out, course_root, backend, assignments, seed, address, only):
     """Grade a whole class on Ray: a Gradescope export (zip or folder) or a folder of submissions.
 
@@ -1023,6 +1035,7 @@ def class_report(batch_dir, out):
     help="Connections at once; past it, requests are answered 503.",
 )
 @course_option
+@log_level_option
 def serve(
     host,
     port,

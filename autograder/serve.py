@@ -14,8 +14,9 @@ limit; the fields are validated and the assignment must be the course's (422, na
 ones); each token has a number of jobs at once and of requests a minute (429); the kernel is
 then graded by ``grade``, under the same source policy and limits as anywhere. A job past its
 deadline is cancelled and its items say "not run: the GPU service did not answer within N s".
-Each job is logged to stderr: token name, assignment, seed, status, seconds. Ray places, runs
-and retries the tasks: there is no queue, scheduler or retry loop here.
+Each job is logged (``logging``, at INFO; ``autograder serve`` writes the log to stderr,
+``--log-level WARNING`` leaves these lines out): token name, assignment, seed, status, seconds.
+Ray places, runs and retries the tasks: there is no queue, scheduler or retry loop here.
 
 A slow client holds nothing for long (:func:`server_config`): its request's headers must arrive
 within ``read_s`` of connecting (or of the previous answer; ``ReadDeadline``), its body within
@@ -34,7 +35,6 @@ import hmac
 import json
 import logging
 import math
-import sys
 import time
 import urllib.parse
 from collections.abc import Iterable
@@ -61,6 +61,9 @@ from autograder.results import build_results, grader_version
 # any source within the policy's limit fits, however JSON escapes it (\u0000 is 6 bytes)
 MAX_REQUEST_BYTES = 6 * MAX_SOURCE_BYTES + (64 << 10)
 MAX_HEADER_BYTES = 16 << 10  # a request line and headers longer than this: 400
+UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
+
+LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,7 @@ class RayJobs:
         self.ray = ray
         self.course = ray.put(course_data)
         if settings.gpus and not ray.cluster_resources().get("GPU"):
-            print("warning: the Ray cluster has no GPU: jobs wait until one joins", file=sys.stderr)
+            LOG.warning("the Ray cluster has no GPU: jobs wait until one joins")
         return settings
 
     async def run(self, files: dict[str, bytes], seed: int, settings: batch.Settings) -> dict:
@@ -280,9 +283,9 @@ def refused(status: int, detail, holder: str, **extra) -> JSONResponse:
 
 
 def log(event: str, **fields) -> None:
-    """One line on stderr: the event and its fields as ``key=value`` (quoted where it has a space)."""
+    """One INFO record: the event and its fields as ``key=value`` (quoted where it has a space)."""
     shown = [f"{k}={v!r}" if " " in str(v) else f"{k}={v}" for k, v in fields.items() if v is not None]
-    print(" ".join([event, *shown]), file=sys.stderr, flush=True)
+    LOG.info(" ".join([event, *shown]))
 
 
 def create_app(course: Course, settings: ServeSettings, tokens: list[Token], jobs=None) -> FastAPI:
@@ -373,10 +376,14 @@ class ReadDeadline(H11Protocol):
 
 
 def log_config(tokens: Iterable[Token]) -> dict:
-    """uvicorn's logging configuration, its access log passed through ``Redacted``."""
+    """uvicorn's logging configuration, its access log passed through ``Redacted``, and its
+    loggers at no level of their own: they follow the root's, which ``--log-level`` sets
+    (uvicorn's default pins them at INFO)."""
     config = copy.deepcopy(LOGGING_CONFIG)
     config["filters"] = {"redacted": {"()": Redacted, "secrets": [t.secret for t in tokens]}}
     config["loggers"]["uvicorn.access"]["filters"] = ["redacted"]
+    for name in UVICORN_LOGGERS:
+        config["loggers"][name]["level"] = "NOTSET"
     return config
 
 

@@ -67,7 +67,9 @@ class Server:
     log: Path
 
     def jobs(self) -> list[str]:
-        return [line for line in self.log.read_text().splitlines() if line.startswith("job ")]
+        """The service's job lines, without their logging prefix (time, level, logger)."""
+        lines = [line.partition(" autograder.serve: ")[2] for line in self.log.read_text().splitlines()]
+        return [line for line in lines if line.startswith("job ")]
 
 
 def free_port() -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import select
 import socket
 import subprocess
@@ -89,6 +90,12 @@ class Threaded(Canned):
         return await asyncio.to_thread(batch.grade_files, self.course, files, seed, settings)
 
 
+@pytest.fixture(autouse=True)
+def service_log(caplog):
+    """The service's log at INFO, as ``autograder serve`` sets it by default; read as ``caplog.text``."""
+    caplog.set_level(logging.INFO)
+
+
 def client(jobs, **settings) -> TestClient:
     options = {"backend": "emulator", "deadline_s": 60.0, "per_minute": 100, "concurrent": 10, **settings}
     return TestClient(serve.create_app(COURSE, serve.ServeSettings(**options), TOKENS, jobs))
@@ -121,13 +128,13 @@ def queue_reaches(c: TestClient, n: int) -> bool:
         {"Authorization": "Bearer " + "G" * 24},
     ],
 )
-def test_a_wrong_or_missing_token_is_401_and_nothing_is_run(headers, capsys):
+def test_a_wrong_or_missing_token_is_401_and_nothing_is_run(headers, caplog):
     jobs = Canned()
     with client(jobs) as c:
         answer = c.post("/v1/grade", headers=headers, json=JOB)
     assert answer.status_code == 401 and answer.headers["WWW-Authenticate"] == "Bearer"
     assert jobs.calls == []
-    assert "refused token=- status=401" in capsys.readouterr().err
+    assert "refused token=- status=401" in caplog.text
 
 
 def test_an_oversize_source_or_body_is_413_and_nothing_is_run():
@@ -202,7 +209,7 @@ def test_past_the_concurrent_limit_a_token_gets_429_and_health_shows_the_queue()
     assert answers[0].status_code == 200 and others[0].status_code == 200
 
 
-def test_a_job_past_its_deadline_is_cancelled_and_its_items_say_not_run(capsys):
+def test_a_job_past_its_deadline_is_cancelled_and_its_items_say_not_run(caplog):
     jobs = Held()
     with client(jobs, deadline_s=0.3) as c:
         answer = c.post("/v1/grade", headers=BEARER, json=JOB).json()
@@ -218,17 +225,17 @@ def test_a_job_past_its_deadline_is_cancelled_and_its_items_say_not_run(capsys):
         assert entry["output"] == "```\nnot run: the GPU service did not answer within 0.3 s\n```"
         assert entry["not_run"] == "the GPU service did not answer within 0.3 s"
     assert shorter["reason"] == "did not answer within 0.1 s"
-    log = capsys.readouterr().err
     assert (
-        "job token=gradescope assignment=vector_add seed=5 status='not run' seconds=0.3 why=deadline" in log
+        "job token=gradescope assignment=vector_add seed=5 status='not run' seconds=0.3 why=deadline"
+        in caplog.text
     )
 
 
-def test_a_job_whose_grader_failed_says_not_run_and_the_log_says_why(capsys):
+def test_a_job_whose_grader_failed_says_not_run_and_the_log_says_why(caplog):
     with client(Canned()) as c:
         answer = c.post("/v1/grade", headers=BEARER, json=JOB).json()
     assert answer["reason"] == "could not grade it (its grader failed)"
-    assert "why='grading failed: nothing to see'" in capsys.readouterr().err
+    assert "why='grading failed: nothing to see'" in caplog.text
 
 
 @pytest.mark.parametrize(
@@ -251,7 +258,7 @@ def test_the_kernel_is_graded_under_the_students_file_name_when_it_is_a_plain_on
     assert list(files) == [written]
 
 
-def test_a_graded_job_answers_what_grade_writes_for_that_kernel_and_seed(tmp_path, capsys):
+def test_a_graded_job_answers_what_grade_writes_for_that_kernel_and_seed(tmp_path, caplog):
     jobs = Threaded()
     with client(jobs) as c:
         answer = c.post("/v1/grade", headers=BEARER, json=JOB)
@@ -272,7 +279,7 @@ def test_a_graded_job_answers_what_grade_writes_for_that_kernel_and_seed(tmp_pat
     assert [i["feedback"] for i in answered["items"]] == [d["output"] for d in details]
     assert [i["not_run"] for i in answered["items"]] == [d["not_run"] for d in details]
     assert answered["items"][-1]["not_run"] == "needs a GPU"  # the emulator cannot time
-    assert "job token=gradescope assignment=vector_add seed=5 status=graded" in capsys.readouterr().err
+    assert "job token=gradescope assignment=vector_add seed=5 status=graded" in caplog.text
 
 
 @contextlib.contextmanager
@@ -323,7 +330,7 @@ def get_health(port: int) -> bytes:
     return held(port, b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")[1]
 
 
-def test_the_access_log_shows_no_query_string_and_no_token(capsys):
+def test_the_access_log_shows_no_query_string_and_no_token(capsys, caplog):
     secret = TOKENS[0].secret
     with listening(Canned()) as port:
         for target in (f"/v1/grade?token={secret}", f"/v1/grade/{secret}"):
@@ -336,16 +343,16 @@ def test_the_access_log_shows_no_query_string_and_no_token(capsys):
     assert len(access) == 2, written.out
     assert access[0].endswith('"POST /v1/grade HTTP/1.1" 401 Unauthorized')
     assert access[1].endswith('"POST /v1/grade/[token] HTTP/1.1" 404 Not Found')
-    assert secret not in written.out + written.err and "token=" not in written.out
+    assert secret not in written.out + written.err + caplog.text and "token=" not in written.out
 
 
-def test_a_client_trickling_its_request_line_is_dropped_at_the_read_timeout(capsys):
+def test_a_client_trickling_its_request_line_is_dropped_at_the_read_timeout(caplog):
     line = b"POST /v1/grade HTTP/1.1\r\nX-Slow: " + b"a" * 100
     with listening(Canned(), read_s=0.5) as port:
         slow, answer = held(port, b"", line)
         idle, _ = held(port, b"")
     assert 0.4 < slow < 3 and 0.4 < idle < 3 and answer == b""
-    assert "dropped why='no request within 0.5 s'" in capsys.readouterr().err
+    assert "dropped why='no request within 0.5 s'" in caplog.text
 
 
 def test_a_client_trickling_its_body_is_answered_408_at_the_read_timeout():
@@ -392,6 +399,35 @@ def test_serve_passes_its_timeouts_and_limit_to_uvicorn(monkeypatch, tmp_path):
         9,
         {"read_s": 3},
     )
+
+
+class Posting:
+    """``uvicorn.Server``'s stand-in: sends one job to the app ``autograder serve`` built."""
+
+    def __init__(self, config: uvicorn.Config):
+        self.app = config.app
+
+    def run(self) -> None:
+        with TestClient(self.app) as c:
+            c.post("/v1/grade", headers={"Authorization": f"Bearer {'c' * 24}"}, json=JOB)
+
+
+@pytest.mark.parametrize(("level", "shown"), [("INFO", True), ("WARNING", False), ("warning", False)])
+def test_the_log_level_option_decides_whether_jobs_and_requests_are_logged(
+    monkeypatch, tmp_path, caplog, level, shown
+):
+    built = serve.create_app
+    monkeypatch.setattr(
+        serve, "create_app", lambda course, settings, tokens: built(course, settings, tokens, Canned())
+    )
+    monkeypatch.setattr(uvicorn, "Server", Posting)
+    (tmp_path / "tokens").write_text(f"ci:{'c' * 24}\n")
+    args = ["serve", "--token-file", str(tmp_path / "tokens"), "--course", str(ROOT), "--log-level", level]
+    outcome = CliRunner().invoke(cli.main, args)
+    assert outcome.exit_code == 0, outcome.output
+    jobs = [r.getMessage() for r in caplog.records if r.getMessage().startswith("job token=ci ")]
+    assert len(jobs) == shown
+    assert logging.getLogger("uvicorn.access").isEnabledFor(logging.INFO) == shown  # the access log too
 
 
 def test_importing_the_service_leaves_ray_to_batch_start_ray():
