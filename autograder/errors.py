@@ -6,11 +6,13 @@ do. They differ in who is at fault, which decides who reads the message:
 
 The student's submission (the student reads it, in results.json):
     ``backends.base.BackendError``: the kernel did not compile (``CompileError``, and
-    ``compiler.PtxasRefusal``), crashed (``LaunchFailure``), never finished
-    (``LaunchTimeout``), or used what the backend cannot run (``Unsupported``, and the
-    emulator's ``NotEmulated``); ``emulator.machine.BudgetError``, the emulator's instruction
-    budget spent, which becomes an ``instruction_budget`` finding; ``discovery._Unsafe``, an
-    uploaded .zip that is not unpacked, which becomes a note.
+    ``compiler.PtxasRefusal``), crashed (``LaunchFailure``) or never finished
+    (``LaunchTimeout``); ``emulator.machine.BudgetError``, the emulator's instruction budget
+    spent, which becomes an ``instruction_budget`` finding; ``discovery._Unsafe``, an uploaded
+    .zip that is not unpacked, which becomes a note. One ``BackendError`` is the grader's
+    fault though its message is for the student: ``Unsupported`` (and the emulator's
+    ``NotEmulated``), what the backend cannot run though a GPU would; the pipeline tags its
+    item for a TA's regrade (docs/backend-contract.md, "Failures").
 
 The course's author, or whoever runs a command on the course's files (they read it on the
 terminal, as ``Error: ...``):
