@@ -329,7 +329,7 @@ def test_check_refuses_a_symlinked_kernel(fake_cli, course_root, tmp_path):
 
 def test_profile_finds_a_nested_kernel(fake_cli, course_root, tmp_path, monkeypatch):
     monkeypatch.setattr(cli, "profile_table", lambda result, source, filename: f"profiled {filename}")
-    write(tmp_path / "submission/src/VEC.cu", (course_root / "reference/vec.cu").read_text())
+    write(tmp_path / "submission/src/vec.cu", (course_root / "reference/vec.cu").read_text())
     outcome = run("profile", tmp_path / "submission", "--assignment", "vec", "--course", course_root)
     assert outcome.exit_code == 0 and "profiled vec.cu" in outcome.output, outcome.output
 
