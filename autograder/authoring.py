@@ -384,7 +384,7 @@ _REFERENCE = """\
 
 __global__ void ${kernel}(const float* x, float* y, int n) {
     // BEGIN SOLUTION
-    int i = blockIdx.x * blockDim.x + threadIdx.x;  // one thread per element, as the lectures start
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;  // one thread per element, as the lectures start
     if (i < n) {  // the last block's threads past the end touch nothing
         y[i] = 2.0f * x[i];
     }
