@@ -1,8 +1,10 @@
 """From a spec and its cases to ready :class:`Launch` values: fresh inputs, poisoned outputs.
 
-:func:`prepare_group` is the one way a case group becomes launches: grading, timing, the
-compute-sanitizer cross-check and ``autograder profile`` all call it, so what one of them
-replays is what grading ran. Inputs are drawn from a seed that depends on the secret seed
+:func:`prepare` is the one way a case becomes a launch, and :func:`group_cases` the one way a
+case group becomes its cases: grading (:func:`prepare_group`), timing (:func:`timing_requests`,
+on input sets 1 to 3 where grading uses set 0), the compute-sanitizer cross-check and
+``autograder profile`` all go through them, so the same case and input set is the same launch
+everywhere. Inputs are drawn from a seed that depends on the secret seed
 of the grading run and on the case's identity (assignment, case group, index, input set),
 so the student's kernel, the reference kernel and every backend see the same inputs for a
 case, and nothing can be memorised across runs. Besides the cases it lists, a group has the
