@@ -20,7 +20,7 @@ from dataclasses import asdict, replace
 from typing import Protocol
 
 from autograder import performance
-from autograder.backends.base import BackendError, Capabilities, Finding, Timing
+from autograder.backends.base import BackendError, Capabilities, Finding, Timing, Unsupported
 from autograder.backends.occupancy import Occupancy
 from autograder.compare import CaseOutcome, OutputComparison, outcome_record
 from autograder.feedback import LINE_BYTES, capped, counted
@@ -179,7 +179,9 @@ def performance_check(item: Item, runs: Runs) -> ItemResult:
         return gate
     try:
         evidence = performance.score_timings(runs.timings(item.cases), item.full_at, item.zero_at)
-    except BackendError as e:
+    except Unsupported as e:  # what the backend cannot run is the grader's limit: a person should look
+        return _result(item, 0.0, [f"timing failed: {e}"], outcomes, regrade=True)
+    except BackendError as e:  # the kernel's own crash or hang at the timed size
         return _result(item, 0.0, [f"timing failed: {e}"], outcomes)
     return _result(
         item,

@@ -18,6 +18,7 @@ from autograder.backends.base import (
     Program,
     Timing,
     TimingRequest,
+    Unsupported,
 )
 from autograder.backends.base import Scalar as ScalarArg
 from autograder.cases import prepare_group, timing_requests
@@ -505,4 +506,10 @@ def test_an_impossible_time_is_scored_but_flagged_for_a_ta():
 def test_a_timing_crash_fails_the_item_with_its_message():
     runs = _Runs("gpu", LaunchFailure("the kernel crashed on the GPU: illegal address"))
     result = checks.performance_check(PERF_ITEM, runs)
-    assert result.score == 0.0 and "illegal address" in result.output
+    assert result.score == 0.0 and "illegal address" in result.output and not result.regrade
+
+
+def test_a_timing_the_backend_cannot_run_is_the_graders_fault_and_flagged_for_a_ta():
+    runs = _Runs("gpu", Unsupported("the backend cannot run this launch"))
+    result = checks.performance_check(PERF_ITEM, runs)
+    assert result.score == 0.0 and result.regrade and "cannot run this launch" in result.output
