@@ -220,28 +220,38 @@ class _Unsafe(AutograderError):
     """An entry, or the whole, of an uploaded .zip that is not unpacked."""
 
 
+def entry_parts(info: zipfile.ZipInfo) -> tuple[tuple[str, ...] | None, str | None]:
+    """An entry's path within its zip, as parts (None where it has none inside it), and why it is
+    not safe to unpack (None when it is): an absolute path, ``..``, a link or special file, or
+    encrypted. Shared by a student's uploaded .zip (here) and an instructor's export (``export``)."""
+    name = info.filename.replace("\\", "/")  # some Windows tools write backslashes
+    shown = capped(repr(info.filename), 200)
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        return None, f"entry {shown} is an absolute path"
+    parts = tuple(p for p in name.split("/") if p not in ("", "."))
+    if ".." in parts:
+        return None, f"entry {shown} leaves the archive ('..')"
+    kind = stat.S_IFMT(info.external_attr >> 16)
+    if kind == stat.S_IFLNK:
+        return parts, f"entry {shown} is a symbolic link"
+    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+        return parts, f"entry {shown} is not a file or a folder"
+    if info.flag_bits & 0x1:
+        return parts, f"entry {shown} is encrypted"
+    return parts, None
+
+
 def _safe_entries(infos: list[zipfile.ZipInfo]) -> list[tuple[tuple[str, ...], zipfile.ZipInfo]]:
     """The ``.cu`` files to unpack, as path parts; ``_Unsafe`` for any entry that is not safe."""
     if len(infos) > MAX_ENTRIES:
         raise _Unsafe(f"it has more than {MAX_ENTRIES} entries")
     wanted, seen, total = [], set(), 0
     for info in infos:
-        name = info.filename.replace("\\", "/")  # some Windows tools write backslashes
-        shown = capped(repr(info.filename), 200)
-        if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
-            raise _Unsafe(f"entry {shown} is an absolute path")
-        parts = tuple(p for p in name.split("/") if p not in ("", "."))
-        if ".." in parts:
-            raise _Unsafe(f"entry {shown} leaves the archive ('..')")
-        kind = stat.S_IFMT(info.external_attr >> 16)
-        if kind == stat.S_IFLNK:
-            raise _Unsafe(f"entry {shown} is a symbolic link")
-        if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
-            raise _Unsafe(f"entry {shown} is not a file or a folder")
-        if info.flag_bits & 0x1:
-            raise _Unsafe(f"entry {shown} is encrypted")
+        parts, problem = entry_parts(info)
+        if problem:
+            raise _Unsafe(problem)
         if parts in seen:
-            raise _Unsafe(f"entry {shown} appears twice")
+            raise _Unsafe(f"entry {capped(repr(info.filename), 200)} appears twice")
         seen.add(parts)
         if info.is_dir() or not parts or not parts[-1].lower().endswith(_SUFFIX) or any(map(_hidden, parts)):
             continue

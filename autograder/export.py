@@ -22,7 +22,6 @@ The file handed to ``batch`` may be crafted, so nothing in it is trusted:
 from __future__ import annotations
 
 import os
-import stat
 import unicodedata
 import zipfile
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from autograder.discovery import MAX_ZIP_BYTES
+from autograder.discovery import MAX_ZIP_BYTES, entry_parts
 from autograder.errors import AutograderError
 from autograder.policy import MAX_SOURCE_BYTES
 
@@ -299,17 +298,11 @@ def unpack(archive: Path, target: Path, limits: Limits) -> dict[str, str]:
 
 
 def _entry_path(info: zipfile.ZipInfo, target: Path) -> tuple[Path | None, str | None]:
-    """Where an entry goes under ``target``, or why it does not."""
-    name = info.filename.replace("\\", "/")
-    parts = [p for p in name.split("/") if p not in ("", ".")]
-    if name.startswith("/") or ".." in parts or not parts or ":" in parts[0]:
-        return None, f"entry {ascii(info.filename)[:200]} is an absolute path or leaves the zip"
-    path = target.joinpath(*parts)
-    kind = stat.S_IFMT(info.external_attr >> 16)
-    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
-        return path, "a link or a special file, not unpacked"
-    if info.flag_bits & 0x1:
-        return path, "encrypted, not unpacked"
+    """Where an entry goes under ``target``, or why it does not (``discovery.entry_parts``)."""
+    parts, problem = entry_parts(info)
+    path = target.joinpath(*parts) if parts else None
+    if problem or path is None:
+        return path, f"{problem or 'an entry with no name'}, not unpacked"
     if path.exists() and not info.is_dir():
         return path, "appears twice in the zip; the first kept"
     return path, None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 import zipfile
 
@@ -121,6 +122,29 @@ def test_an_export_bomb_is_never_unpacked_and_what_was_left_out_is_said(tmp_path
     assert files["huge.cu"] == random_bytes[: MAX_SOURCE_BYTES + 1]  # grade still says it is too large
     assert [line.split(":")[0] for line in submission.skipped] == ["bomb.cu"]
     assert "packed" in submission.skipped[0] and [line.split(":")[0] for line in cut] == ["huge.cu"]
+
+
+def test_unsafe_entries_of_an_export_are_left_out_and_said_and_the_rest_unpacked(tmp_path):
+    archive = tmp_path / "export.zip"
+    make_zip(
+        archive,
+        {
+            "export/submission_metadata.yml": metadata("submission_1").encode(),
+            "export/submission_1/vec.cu": KERNEL.encode(),
+            "/abs.cu": KERNEL.encode(),
+            "C:\\drive.cu": KERNEL.encode(),
+        },
+    )
+    with zipfile.ZipFile(archive, "a") as z:  # a symbolic link to a file of the grading machine
+        link = zipfile.ZipInfo("export/submission_1/link.cu")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        z.writestr(link, "/etc/passwd")
+    (submission,) = export.read_class(archive, tmp_path / "scratch")
+    assert sorted(p.name for p in submission.folder.iterdir()) == ["vec.cu"]
+    assert submission.skipped == (
+        "link.cu: entry 'export/submission_1/link.cu' is a symbolic link, not unpacked",
+    )
+    assert not any(p.name in ("abs.cu", "drive.cu") for p in (tmp_path / "scratch").rglob("*"))
 
 
 @pytest.mark.parametrize(
