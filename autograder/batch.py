@@ -52,12 +52,12 @@ from autograder.backends.base import BackendError
 from autograder.export import BatchError as BatchError
 from autograder.export import Submission, Submitter, read_limit, submission_files
 from autograder.export import read_class as read_class
+from autograder.feedback import text_cell
 from autograder.model import Course
 from autograder.results import fallback_results, grader_version
 
 CLASS_FILE = "class.json"
 SOURCE = "source"  # DIR/<submission>/source/: the files its grading read
-FORMULA_STARTS = frozenset("=+-@\t\r")  # a spreadsheet cell starting so is a formula
 MAX_RETRIES = 3  # Ray retries a task whose worker or node died; never a grading failure
 
 # What happens behind the progress bar (Ray, the plan, what failed and why) for whoever runs the
@@ -404,13 +404,6 @@ def _write_regrades(path: Path, outcomes: list[Outcome], reports: dict[str, dict
                     writer.writerow(
                         [*map(text_cell, (*texts, item["name"])), score, most, *map(text_cell, reason)]
                     )
-
-
-def text_cell(text: str) -> str:
-    """Text as a spreadsheet shows it, never runs it: a cell starting with ``= + - @``, a tab or a
-    carriage return is a formula to Excel and Sheets, so it gets a leading ``'`` (OWASP's advice
-    on CSV injection). Numbers the batch writes are never passed here, so they stay numbers."""
-    return f"'{text}" if text[:1] in FORMULA_STARTS and text else text
 
 
 def _number(x: float) -> str:

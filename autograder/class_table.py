@@ -11,7 +11,7 @@ import csv
 import json
 from pathlib import Path
 
-from autograder.feedback import two_decimals
+from autograder.feedback import text_cell, two_decimals
 
 _REPORT_KEYS = {"submission", "backend", "score", "max_score", "items"}
 
@@ -56,8 +56,10 @@ def write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
     fields = ["who", "submission", "score", "max_score", *columns, "regrade", "backend", "report"]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
+        writer.writerow({name: text_cell(name) for name in fields})
+        writer.writerows(
+            {k: text_cell(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows
+        )
 
 
 def markdown(columns: list[str], rows: list[dict]) -> str:

@@ -47,3 +47,14 @@ def scrubbed(text: str) -> str:
 
 def for_student(text: str, limit: int = ITEM_OUTPUT_BYTES) -> str:
     return capped(scrubbed(text), limit)
+
+
+FORMULA_STARTS = frozenset("=+-@\t\r")  # a spreadsheet cell starting so is a formula
+
+
+def text_cell(text: str) -> str:
+    """Text as a spreadsheet shows it, never runs it: a cell starting with ``= + - @``, a tab or a
+    carriage return is a formula to Excel and Sheets, so it gets a leading ``'`` (OWASP's advice
+    on CSV injection). Every CSV the grader writes passes its text cells here, never its numbers,
+    so those stay numbers."""
+    return f"'{text}" if text[:1] in FORMULA_STARTS else text

@@ -55,3 +55,13 @@ def test_scores_read_with_at_most_two_decimals(tmp_path):
     text = report_markdown({**data, "seed": 1, "notes": [], "items": [item]})
     assert "Score **2.71 / 10**" in text and "| vec traffic | 0.71 / 1 |  |" in text
     assert "0.7075" not in text
+
+
+def test_the_csv_shows_text_that_looks_like_a_formula_as_text(tmp_path):
+    crafted = report(tmp_path / "=cmd/report.json", '=HYPERLINK("http://x")', {"vec bounds": 2})
+    columns, rows = class_rows([crafted])
+    write_csv(tmp_path / "class.csv", columns, rows)
+    with (tmp_path / "class.csv").open() as f:
+        cells = [cell for row in csv.reader(f) for cell in row]
+    assert '\'=HYPERLINK("http://x")' in cells and "2" in cells  # the score stays a number
+    assert not any(cell[:1] in "=+-@\t\r" for cell in cells if cell)
