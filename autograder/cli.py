@@ -737,9 +737,8 @@ def profile(submission, assignment, case_texts, seed, as_json, plot, timings, ar
         source, problem = policy.read_source(path) if path else ("", problem)
     if problem:
         raise click.ClickException(problem)
-    filename = pipeline.submitted_name(
-        path.name, assignment
-    )  # findings name the student's file, as grading's do
+    # findings name the student's own file, as grading's do
+    filename = pipeline.submitted_name(path.name, assignment)
     if timings and not plot:
         raise click.BadParameter(
             "the timings are drawn on the roofline: give --plot too", param_hint="--timings"
