@@ -25,7 +25,7 @@ PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off \
 cd /  # import the installed package, not the copy in /autograder/source
 "$python" -c '
 import sys
-from autograder.compiler import nvrtc_problem
+from autograder.backends.compiler import nvrtc_problem
 problem = nvrtc_problem()
 sys.exit(f"setup.sh: {problem}" if problem else 0)
 '

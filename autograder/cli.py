@@ -15,28 +15,23 @@ from pathlib import Path
 
 import click
 
-from autograder import (
-    authoring,
-    class_table,
-    discovery,
-    gpu_service,
-    gradescope_zip,
-    logs,
-    packaging,
-    pipeline,
-    policy,
-    roofline,
-)
-from autograder import handout as handout_package
-from autograder import handout_profiles as handout_profiles_module
-from autograder.backends import NAMES, open_backends, select_backend
-from autograder.backends.base import BackendError, Counters
-from autograder.backends.occupancy import DEVICES
-from autograder.cases import find_case, prepare
-from autograder.compiler import nvrtc_problem
+from autograder.backends.compiler import nvrtc_problem
+from autograder.backends.registry import open_backends, select_backend
+from autograder.contract import BACKEND_NAMES, BackendError, Counters
+from autograder.course import authoring, discovery, policy
+from autograder.course.cases import find_case, prepare
+from autograder.course.folder import Course, read_course
+from autograder.course.rubric import RubricError
+from autograder.course.spec import SpecError
+from autograder.delivery import class_table, gpu_service, gradescope_zip, logs, packaging
+from autograder.delivery import handout as handout_package
+from autograder.delivery import handout_profiles as handout_profiles_module
+from autograder.device import DEVICES
 from autograder.emulator.profile import profile_data, profile_table
 from autograder.feedback import counted, for_student, two_decimals
-from autograder.ledger import (
+from autograder.grading import pipeline
+from autograder.grading.grade import Grade, ItemResult
+from autograder.grading.ledger import (
     corresponding_lines,
     first_case,
     graded_totals,
@@ -48,12 +43,10 @@ from autograder.ledger import (
     stand_in,
     timed_scale,
 )
-from autograder.model import Course, Grade, ItemResult, read_course
-from autograder.report import write_report
-from autograder.resources import describe, launch_resources
-from autograder.results import build_results, fallback_results, write_results
-from autograder.rubric import RubricError
-from autograder.spec import SpecError
+from autograder.grading.report import write_report
+from autograder.grading.resources import describe, launch_resources
+from autograder.grading.results import build_results, fallback_results, write_results
+from autograder.profile import roofline
 
 CHECKOUT = Path(__file__).resolve().parents[1]  # a course beside the grader: this repository
 GRADESCOPE_SOURCE = Path("/autograder/source")  # where Gradescope's image unpacks the course
@@ -80,7 +73,7 @@ def course_options(command):
     """``--course`` and ``--backend``, shared by the grading commands."""
     command = click.option(
         "--backend",
-        type=click.Choice(NAMES),
+        type=click.Choice(BACKEND_NAMES),
         default=None,
         help="Where kernels run (default: the rubric's `backend`, normally auto = GPU if PyCUDA finds one).",
     )(command)
@@ -329,7 +322,7 @@ def batch(source, out, course_root, backend, assignments, seed, address, only):
     OUT/scores.csv is for Gradescope's score upload, OUT/regrades.csv lists what a TA should look
     at. A re-run regrades only what changed (docs/batch.md).
     """
-    from autograder import batch as class_batch
+    from autograder.delivery import batch as class_batch
 
     course = course_or_usage_error(course_root)
     names = tuple(known_assignments(course, assignments, "--assignment"))
@@ -361,7 +354,7 @@ def batch(source, out, course_root, backend, assignments, seed, address, only):
 
 def write_class_report(out: Path) -> None:
     """The class report of ``out`` (imported here: jinja2 and matplotlib come with the batch extra)."""
-    from autograder.class_report import write_class_report as write
+    from autograder.delivery.class_report import write_class_report as write
 
     write(out)
 
@@ -959,7 +952,7 @@ def write_profile_blocks(course: Course, readmes: dict[str, str]) -> None:
 def class_report(batch_dir, out):
     """The HTML class report of a class graded by `autograder batch` into DIR: opens from disk."""
     try:  # jinja2 and matplotlib come with the batch extra; the grading commands never need them
-        from autograder.class_report import ClassReportError, write_class_report
+        from autograder.delivery.class_report import ClassReportError, write_class_report
     except ImportError as e:
         missing = e.name or "jinja2 and matplotlib"
         message = f"the class report needs {missing}: pip install 'cuda-autograder[batch]'"
@@ -987,7 +980,7 @@ def class_report(batch_dir, out):
 )
 @click.option(
     "--backend",
-    type=click.Choice(NAMES),
+    type=click.Choice(BACKEND_NAMES),
     default="gpu",
     show_default=True,
     help="Where the kernels run (auto: gpu when the Ray cluster has a GPU).",
@@ -1057,7 +1050,7 @@ def serve(
     try:  # fastapi, uvicorn and limits come with the serve extra; no grading command needs them
         import uvicorn
 
-        from autograder import serve as service
+        from autograder.delivery import serve as service
     except ImportError as e:
         message = f"autograder serve needs {e.name}: pip install 'cuda-autograder[serve]'"
         raise click.ClickException(message) from e

@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from autograder.backends.emulator import EmulatorBackend  # noqa: E402
 from autograder.backends.gpu import GpuBackend  # noqa: E402
-from autograder.cases import GroupCase, prepare  # noqa: E402
-from autograder.spec import load_specs  # noqa: E402
+from autograder.course.cases import GroupCase, prepare  # noqa: E402
+from autograder.course.spec import load_specs  # noqa: E402
 
 GROUPS = ("aligned", "ragged", "safety")
 ORDERED = {2: np.int16, 4: np.int32, 8: np.int64}

@@ -31,11 +31,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from autograder.backends.compiler import compile_ptx  # noqa: E402
 from autograder.backends.emulator import EmulatorBackend  # noqa: E402
-from autograder.cases import GroupCase, prepare  # noqa: E402
-from autograder.compare import compare_outputs  # noqa: E402
-from autograder.compiler import compile_ptx  # noqa: E402
-from autograder.spec import load_specs  # noqa: E402
+from autograder.course.cases import GroupCase, prepare  # noqa: E402
+from autograder.course.spec import load_specs  # noqa: E402
+from autograder.grading.compare import compare_outputs  # noqa: E402
 
 GROUPS = ("aligned", "ragged", "safety")
 BIG_GEMMS = {  # assignment -> extra cases (GEMM kernels at 256^3)

@@ -21,10 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograder.backends.base import BackendError  # noqa: E402
 from autograder.backends.emulator import EmulatorBackend  # noqa: E402
-from autograder.cases import GroupCase, prepare  # noqa: E402
-from autograder.spec import load_specs  # noqa: E402
+from autograder.contract import BackendError  # noqa: E402
+from autograder.course.cases import GroupCase, prepare  # noqa: E402
+from autograder.course.spec import load_specs  # noqa: E402
 
 GROUPS = ("aligned", "ragged", "safety")
 

@@ -126,7 +126,7 @@ def phased(owner, attribute: str, phase: str) -> None:
 
 def profiled_make(name: str, stats_dir: str):
     """The backend ``name``, built inside its worker with its own calls timed; stats at close."""
-    from autograder.backends import make
+    from autograder.backends.registry import make
 
     in_phase = lambda key: lambda *_args: f"{key}.{PHASE[0]}"  # noqa: E731
     if name == "gpu":
@@ -184,10 +184,11 @@ def profiled_make(name: str, stats_dir: str):
 def grade_one(name: str, stats_dir: Path, seed: int, backend: str) -> dict:
     """Grade ``name``'s reference; called on this module by its importable name (``main``), so
     that the workers unpickle ``profiled_make`` from it."""
-    from autograder import cases, pipeline
-    from autograder.backends import Backends, backend_class
+    from autograder.backends.registry import Backends, backend_class
     from autograder.backends.worker import WorkerBackend
-    from autograder.model import read_course
+    from autograder.course import cases
+    from autograder.course.folder import read_course
+    from autograder.grading import pipeline
 
     course = read_course(ROOT)
     limits = course.rubric.limits
@@ -332,9 +333,10 @@ def host_figures() -> str:
 
     import numpy as np
 
-    from autograder import cases, compare
-    from autograder.backends.base import LaunchResult
-    from autograder.model import read_course
+    from autograder.contract import LaunchResult
+    from autograder.course import cases
+    from autograder.course.folder import read_course
+    from autograder.grading import compare
 
     spec = read_course(ROOT).specs["vector_add"]
     source = (ROOT / "reference" / "vector_add.cu").read_text()
@@ -387,7 +389,7 @@ def main() -> None:
         result = gpu_grading_time.grade_one(args.one, args.stats, args.seed, args.backend)
         (args.stats / "grader.json").write_text(json.dumps(result))
         return
-    from autograder.model import read_course
+    from autograder.course.folder import read_course
 
     names = [n for n in args.assignments.split(",") if n] or list(read_course(ROOT).rubric.assignments)
     stats_root = Path(os.environ.get("TMPDIR", "/tmp")) / "gpu-grading-time"

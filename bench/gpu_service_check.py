@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograder.gpu_service import read_tokens  # noqa: E402
-from autograder.model import read_course  # noqa: E402
+from autograder.course.folder import read_course  # noqa: E402
+from autograder.delivery.gpu_service import read_tokens  # noqa: E402
 
 
 def ask(url: str, token: str, assignment: str, seed: int) -> tuple[dict, float]:

@@ -1,4 +1,4 @@
-"""``autograder/backends/occupancy.py`` against CUDA's own occupancy calculator.
+"""``autograder/device.py`` against CUDA's own occupancy calculator.
 
 CUDA ships its calculator as a header, ``cuda_occupancy.h`` (in the ``nvidia-cuda-runtime``
 wheel's include folder, beside the headers NVRTC compiles with). This script writes a small
@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograder.backends.occupancy import DEVICES, occupancy  # noqa: E402
-from autograder.compiler import cuda_include_dirs  # noqa: E402
+from autograder.backends.compiler import cuda_include_dirs  # noqa: E402
+from autograder.device import DEVICES, occupancy  # noqa: E402
 
 THREADS = (32, 64, 96, 128, 200, 256, 384, 512, 768, 1024)
 REGISTERS = (16, 24, 32, 40, 48, 64, 72, 96, 128, 168, 255)

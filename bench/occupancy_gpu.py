@@ -24,12 +24,12 @@ sys.path.insert(0, str(ROOT))
 
 from cuda.bindings import driver  # noqa: E402
 
-from autograder.backends.base import Program  # noqa: E402
-from autograder.backends.occupancy import DEVICES  # noqa: E402
-from autograder.cases import GroupCase, prepare  # noqa: E402
-from autograder.compiler import compile_cubin  # noqa: E402
-from autograder.resources import kernel_resources  # noqa: E402
-from autograder.spec import load_specs  # noqa: E402
+from autograder.backends.compiler import compile_cubin  # noqa: E402
+from autograder.contract import Program  # noqa: E402
+from autograder.course.cases import GroupCase, prepare  # noqa: E402
+from autograder.course.spec import load_specs  # noqa: E402
+from autograder.device import DEVICES  # noqa: E402
+from autograder.grading.resources import kernel_resources  # noqa: E402
 
 A = driver.CUdevice_attribute
 F = driver.CUfunction_attribute

@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT))
 from autograder import performance  # noqa: E402
 from autograder.backends.gpu import GpuBackend  # noqa: E402
 from autograder.backends.gpu_timing import clocks, time_case  # noqa: E402
-from autograder.cases import timing_requests  # noqa: E402
-from autograder.spec import load_specs  # noqa: E402
+from autograder.course.cases import timing_requests  # noqa: E402
+from autograder.course.spec import load_specs  # noqa: E402
 
 GIB = 1 << 30
 GRADE_LIMIT_S = 240
@@ -272,7 +272,7 @@ def sanitizer(out: Path) -> list[dict]:
     sys.path.insert(0, str(ROOT / "tests" / "gpu"))
     from gpu_kernels import vector_add
 
-    from autograder import sanitize
+    from autograder.grading import sanitize
 
     rows = []
     for stem in ("vector_add_unguarded", "vector_add"):

@@ -1,6 +1,6 @@
 """gemm_tensor_core: C = AB, half inputs, float accumulation through wmma (handout: README.md)."""
 
-from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
+from autograder.course.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(A, B, M, N, K):
@@ -40,7 +40,7 @@ SPEC = Spec(
         "safety": _shapes((64, 64, 64), (33, 47, 40), (70, 66, 35)),
         "perf": _shapes((4096, 4096, 4096), (2053, 2039, 2048)),
     },
-    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+    draws={  # sizes each grading draws besides the listed ones (autograder.course.spec.Draw)
         "aligned": (Draw({}, {"M": (128, 512), "N": (128, 512), "K": (64, 192)}, _ALIGNED, aligned=True),),
         "ragged": (Draw({}, _bounds(2, 130), _RAGGED),),
         "safety": (Draw({}, _bounds(2, 70), _RAGGED),),

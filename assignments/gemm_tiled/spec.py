@@ -1,6 +1,6 @@
 """gemm_tiled: C = AB through TILE x TILE shared-memory tiles, one output per thread (handout: README.md)."""
 
-from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
+from autograder.course.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(A, B, M, N, K):
@@ -43,7 +43,7 @@ SPEC = Spec(
         ),
         "perf": _shapes(32, (2048, 2048, 2048), (2053, 2039, 2048), (2048, 11008, 4096)),
     },
-    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+    draws={  # sizes each grading draws besides the listed ones (autograder.course.spec.Draw)
         "aligned": (Draw({"T": 16}, _bounds(32, 192), _TILED, aligned=True),),
         "ragged": (Draw({"T": 8}, _bounds(2, 130), _TILED),),
         "safety": (Draw({"T": 16}, _bounds(2, 80), _TILED),),

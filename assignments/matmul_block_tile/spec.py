@@ -1,6 +1,6 @@
 """matmul_block_tile: C = AᵀB with an L x L block tile of V x V thread tiles (handout: README.md)."""
 
-from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
+from autograder.course.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(A, B, M, N, K):
@@ -51,7 +51,7 @@ SPEC = Spec(
         + _shapes(64, 4, 16, (64, 64, 64)),
         "perf": _shapes(128, 8, 8, (4096, 4096, 4096), (2053, 2039, 2048)),
     },
-    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+    draws={  # sizes each grading draws besides the listed ones (autograder.course.spec.Draw)
         "aligned": (Draw(_tiles(32, 4, 8), _bounds(32, 192), _TILED, aligned=True),),
         "ragged": (Draw(_tiles(64, 8, 8), _bounds(2, 200), _TILED),),
         "safety": (Draw(_tiles(32, 4, 8), _bounds(2, 80), _TILED),),

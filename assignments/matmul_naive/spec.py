@@ -1,6 +1,6 @@
 """matmul_naive: C = AᵀB, one output per thread (handout: README.md beside this file)."""
 
-from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
+from autograder.course.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(A, B, M, N, K):
@@ -35,7 +35,7 @@ SPEC = Spec(
         "safety": _shapes((64, 64, 64), (33, 47, 40), (70, 33, 65)),
         "perf": _shapes((2048, 2048, 2048), (2053, 2039, 2048)),
     },
-    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+    draws={  # sizes each grading draws besides the listed ones (autograder.course.spec.Draw)
         "aligned": (Draw({}, _bounds(32, 192), {"M": "16", "N": "16", "K": "16"}, aligned=True),),
         "ragged": (Draw({}, _bounds(2, 160), {"M": "16", "N": "16"}),),
         "safety": (Draw({}, _bounds(2, 80), {"M": "16", "N": "16"}),),

@@ -1,6 +1,6 @@
 """matmul_register_tile: C = AᵀB, a V x V output tile per thread in registers (handout: README.md)."""
 
-from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
+from autograder.course.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(A, B, M, N, K):
@@ -36,7 +36,7 @@ SPEC = Spec(
         "safety": _shapes(2, (64, 64, 64), (45, 33, 40)) + _shapes(4, (64, 64, 64), (70, 66, 35)),
         "perf": _shapes(4, (2048, 2048, 2048), (2053, 2039, 2048)),
     },
-    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+    draws={  # sizes each grading draws besides the listed ones (autograder.course.spec.Draw)
         "aligned": (Draw({"V": 2}, _bounds(32, 192), {"M": "16 * V", "N": "16 * V"}, aligned=True),),
         "ragged": (Draw({"V": 4}, _bounds(2, 200), {"M": "16 * V", "N": "16 * V"}),),
         "safety": (Draw({"V": 2}, _bounds(2, 80), {"M": "16 * V", "N": "16 * V"}),),

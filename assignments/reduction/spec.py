@@ -5,7 +5,7 @@ the sum of ``x`` to it (blocks combine their partial sums with atomicAdd), so an
 ``sum`` is wrong and no zero-initialised output is needed.
 """
 
-from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
+from autograder.course.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(x, sum, n):
@@ -33,7 +33,7 @@ SPEC = Spec(
         "safety": _cases(256, 4, 1, 1000, 5003) + _cases(64, 8, 777) + _cases(32, 2, 100),
         "perf": _cases(256, 1056, 1 << 26),
     },
-    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+    draws={  # sizes each grading draws besides the listed ones (autograder.course.spec.Draw)
         "aligned": (Draw({"T": 128, "G": 8}, {"n": (256, 32768)}, {"n": "T"}, aligned=True),),
         "ragged": (Draw({"T": 256, "G": 64}, {"n": (2, 20000)}, {"n": "T"}),),
         "safety": (Draw({"T": 64, "G": 8}, {"n": (2, 6000)}, {"n": "T"}),),

@@ -1,6 +1,6 @@
 """transpose: out = inᵀ through a padded shared-memory tile (handout: README.md beside this file)."""
 
-from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
+from autograder.course.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(rows, cols, **arrays):  # "in" is a Python keyword, so it arrives in **arrays
@@ -42,7 +42,7 @@ SPEC = Spec(
         "safety": _shapes(32, 8, (64, 64), (33, 70)) + _shapes(16, 4, (45, 50)) + _shapes(64, 8, (65, 40)),
         "perf": _shapes(64, 8, (8192, 8192), (8191, 8193)),
     },
-    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+    draws={  # sizes each grading draws besides the listed ones (autograder.course.spec.Draw)
         "aligned": (Draw({"T": 32, "R": 8}, _bounds(32, 512), _TILED, aligned=True),),
         "ragged": (Draw({"T": 16, "R": 4}, _bounds(2, 200), _TILED),),
         "safety": (Draw({"T": 32, "R": 8}, _bounds(2, 100), _TILED),),

@@ -1,6 +1,6 @@
 """vector_add: c = a + b, one element per thread (handout: README.md beside this file)."""
 
-from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
+from autograder.course.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(a, b, n):
@@ -24,7 +24,7 @@ SPEC = Spec(
         "safety": ({"n": 1}, {"n": 1000}, {"n": 2053}),
         "perf": ({"n": 1 << 26},),
     },
-    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+    draws={  # sizes each grading draws besides the listed ones (autograder.course.spec.Draw)
         "aligned": (Draw({}, {"n": (512, 32768)}, {"n": "256"}, aligned=True),),
         "ragged": (Draw({}, {"n": (2, 20000)}, {"n": "256"}),),
         "safety": (Draw({}, {"n": (2, 3000)}, {"n": "256"}),),

@@ -1,6 +1,6 @@
 """window_sum: the valid five-wide window sum staged through shared memory (handout: README.md)."""
 
-from autograder.spec import Array, Draw, Scalar, Spec, Tolerance
+from autograder.course.spec import Array, Draw, Scalar, Spec, Tolerance
 
 
 def reference(x, n):
@@ -28,7 +28,7 @@ SPEC = Spec(
         "safety": _cases(32, (1, 70)) + _cases(128, (1000,)) + _cases(256, (256, 2053)),
         "perf": _cases(256, (1 << 26,)),
     },
-    draws={  # sizes each grading draws besides the listed ones (autograder.spec.Draw)
+    draws={  # sizes each grading draws besides the listed ones (autograder.course.spec.Draw)
         "aligned": (Draw({"T": 128}, {"n": (256, 16384)}, {"n": "T"}, aligned=True),),
         "ragged": (Draw({"T": 256}, {"n": (2, 20000)}, {"n": "T"}),),
         "safety": (Draw({"T": 32}, {"n": (2, 3000)}, {"n": "T"}),),

@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from autograder.backends.base import Backend, Capabilities, Launch, LaunchResult, Program, Unsupported
-from autograder.compiler import Compiled, PtxasRefusal, compile_ptx, compile_virtual, ptxas_figures
+from autograder.backends.compiler import Compiled, PtxasRefusal, compile_ptx, compile_virtual, ptxas_figures
+from autograder.contract import Backend, Capabilities, Launch, LaunchResult, Program, Unsupported
 from autograder.emulator import emulate
 from autograder.emulator.limits import Function, check_function
 from autograder.emulator.machine import DEFAULT_BUDGET, decode_launchable, keep_freed_memory

@@ -1,6 +1,6 @@
 """The ``gpu`` backend: NVRTC cubins launched through PyCUDA, every buffer between two canaries.
 
-One compile serves both backends (``autograder/compiler.py``): NVRTC builds a cubin for
+One compile serves both backends (``autograder/backends/compiler.py``): NVRTC builds a cubin for
 the device's own architecture, read from the device, and PyCUDA loads it with
 ``module_from_buffer`` (the driver refuses the PTX of a newer NVRTC, see
 ``docs/backend-contract.md``). Modules are cached by :class:`Program`.
@@ -41,7 +41,9 @@ import time
 
 import numpy as np
 
-from autograder.backends.base import (
+from autograder.backends.compiler import compile_cubin
+from autograder.backends.gpu_timing import time_case
+from autograder.contract import (
     UNDEFINED_BYTE,
     Backend,
     Buffer,
@@ -57,8 +59,6 @@ from autograder.backends.base import (
     TimingRequest,
     Unsupported,
 )
-from autograder.backends.gpu_timing import time_case
-from autograder.compiler import compile_cubin
 from autograder.feedback import counted
 
 CANARY_BYTES = 64 * 1024  # each side of every buffer; a multiple of 256 keeps the data aligned

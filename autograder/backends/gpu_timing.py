@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from autograder.backends.base import Buffer, Launch, LaunchFailure, Program, Timing, TimingRequest
+from autograder.contract import Buffer, Launch, LaunchFailure, Program, Timing, TimingRequest
 from autograder.errors import AutograderError
 
 WHO = ("student", "reference")

@@ -47,8 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder.backends import base
-from autograder.backends.base import (
+from autograder import contract
+from autograder.contract import (
     Backend,
     BackendError,
     Capabilities,
@@ -379,7 +379,9 @@ def _unpack(answer: tuple):
         return answer[1]
     if answer[0] == "backend_error":
         _kind, class_names, message, log = answer
-        error_class = next(getattr(base, n) for n in class_names if n in vars(base))  # BackendError at worst
+        error_class = next(
+            getattr(contract, n) for n in class_names if n in vars(contract)
+        )  # BackendError at worst
         if error_class is CompileError:
             raise CompileError(log if log is not None else message)
         raise error_class(message)

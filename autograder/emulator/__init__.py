@@ -41,7 +41,7 @@ inside a block and counted named barriers (see ``machine.py``)."""
 
 from __future__ import annotations
 
-from autograder.backends.base import Launch, LaunchResult
+from autograder.contract import Launch, LaunchResult
 from autograder.emulator.machine import DEFAULT_BUDGET, Machine
 
 

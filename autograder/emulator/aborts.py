@@ -6,7 +6,7 @@ as the GPU's are ("unspecified launch failure")."""
 
 from __future__ import annotations
 
-from autograder.backends.base import LaunchFailure
+from autograder.contract import LaunchFailure
 from autograder.emulator.access import read_bytes
 
 MAX_ASSERT_TEXT = 1024

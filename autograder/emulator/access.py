@@ -26,7 +26,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from autograder.backends.base import Finding, Unsupported
+from autograder.contract import Finding, Unsupported
 from autograder.emulator.counters import sectors, warp_count, whole_warps
 from autograder.emulator.findings import dim3, fmt3
 from autograder.emulator.isa import DTYPES, Addr, Instr, Reg, Sym, Vec, dtype_of, immediate_bits

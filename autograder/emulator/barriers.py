@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.backends.base import Finding, LaunchFailure, LaunchTimeout
+from autograder.contract import Finding, LaunchFailure, LaunchTimeout
 from autograder.emulator.isa import BIG, DONE, RUN, WAIT, Addr, Imm, Reg, Sreg
 from autograder.emulator.limits import (
     BARRIERS,

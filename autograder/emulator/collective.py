@@ -24,7 +24,7 @@ import re
 
 import numpy as np
 
-from autograder.backends.base import Unsupported
+from autograder.contract import Unsupported
 from autograder.emulator import aborts
 from autograder.emulator.access import read_bytes
 from autograder.emulator.isa import Reg, Sym, Vec, dtype_of

@@ -31,7 +31,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from autograder.backends.base import COUNTER_NAMES, Counters
+from autograder.contract import COUNTER_NAMES, Counters
 
 
 def distinct_per_warp(warps: np.ndarray, keys: np.ndarray, row: int | None = None) -> int:

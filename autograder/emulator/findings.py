@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from autograder.backends.base import Finding
+from autograder.contract import Finding
 
 MAX_KEYS = 200  # distinct findings kept per launch; the rest only add to ``others``
 

@@ -20,7 +20,7 @@ import itertools
 import re
 from dataclasses import replace
 
-from autograder.backends.base import Unsupported
+from autograder.contract import Unsupported
 from autograder.emulator.isa import TYPE_BYTES
 from autograder.emulator.ptx import Function, Kernel, Statement, readable
 

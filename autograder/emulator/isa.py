@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autograder.backends.base import Unsupported
+from autograder.contract import Unsupported
 
 # ----- PTX types ------------------------------------------------------------------
 TYPE_BYTES = {

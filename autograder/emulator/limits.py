@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autograder.backends.base import CompileError, Launch, LaunchFailure, Program
-from autograder.backends.occupancy import DEVICES, REG_UNIT, occupancy
+from autograder.contract import CompileError, Launch, LaunchFailure, Program
+from autograder.device import DEVICES, REG_UNIT, occupancy
 from autograder.emulator.isa import Imm, Instr, immediate_bits
 from autograder.emulator.memory import local_bytes
 from autograder.emulator.special import BLOCK_SLOTS, RESERVED_SMEM, SM_COUNT, WARP_SLOTS

@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autograder.backends.base import (
+from autograder.contract import (
     Buffer,
     Finding,
     Launch,

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autograder.backends.base import UNDEFINED_BYTE
-from autograder.backends.occupancy import DEVICES
+from autograder.contract import UNDEFINED_BYTE
+from autograder.device import DEVICES
 from autograder.emulator.shadow import SharedShadow
 
 REGION_SHIFT = 40  # the windows' regions: 1 TiB each

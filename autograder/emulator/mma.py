@@ -44,7 +44,7 @@ import re
 
 import numpy as np
 
-from autograder.backends.base import Unsupported
+from autograder.contract import Unsupported
 from autograder.emulator.access import Access, garbage, space_of
 from autograder.emulator.isa import Instr, NotEmulated, Reg, Vec
 from autograder.emulator.wmma import warp_rows

@@ -8,7 +8,7 @@ from functools import partial
 
 import numpy as np
 
-from autograder.backends.base import Unsupported
+from autograder.contract import Unsupported
 from autograder.emulator import aborts, access, collective, mma, rounding, wmma
 from autograder.emulator.isa import (
     BAR,

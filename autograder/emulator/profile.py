@@ -3,7 +3,7 @@ text of each line, and its findings; as a table for a terminal or as a JSON-able
 
 from __future__ import annotations
 
-from autograder.backends.base import Counters, LaunchResult
+from autograder.contract import Counters, LaunchResult
 from autograder.feedback import counted
 
 # (heading, counter names summed into the column); wavefront columns show "(+conflicts)"

@@ -92,7 +92,7 @@ import time
 
 import numpy as np
 
-from autograder.backends.occupancy import DEVICES, SMEM_UNIT
+from autograder.device import DEVICES, SMEM_UNIT
 from autograder.emulator.isa import NotEmulated, Sreg
 from autograder.emulator.memory import FIRST_SHARED, RED_ZONE, RESERVED_REGION
 from autograder.emulator.ptx import Variable

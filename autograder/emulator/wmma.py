@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.backends.base import Unsupported
+from autograder.contract import Unsupported
 from autograder.emulator.access import Access, space_of
 from autograder.emulator.isa import Instr, Vec
 

@@ -13,7 +13,7 @@ PART=${1:-all}
 source bench/device/setup.sh
 
 section "the compiler"
-"$PY" -c "from autograder import compiler; print('NVRTC', compiler.nvrtc_version(), compiler.nvrtc_problem() or 'pinned')"
+"$PY" -c "from autograder.backends import compiler; print('NVRTC', compiler.nvrtc_version(), compiler.nvrtc_problem() or 'pinned')"
 timeout 120 "$PY" -m pytest -p no:cacheprovider -q tests/hostile/test_reproducibility.py 2>&1 | tail -3
 
 if [ "$PART" = 1 ] || [ "$PART" = all ]; then

@@ -17,10 +17,10 @@ import time
 import numpy as np
 from gpu_kernels import program, vector_add, vector_add_error
 
-from autograder.backends.base import BackendError
+from autograder.backends.compiler import nvrtc_version
 from autograder.backends.gpu import GpuBackend, gpu_available
 from autograder.backends.worker import WorkerBackend
-from autograder.compiler import nvrtc_version
+from autograder.contract import BackendError
 
 ROWS: list[tuple[str, str, str]] = []
 RNG = np.random.default_rng()
@@ -103,7 +103,7 @@ IN_PROCESS = """
 import sys
 import numpy as np
 from autograder.backends.gpu import GpuBackend
-from autograder.backends.base import BackendError
+from autograder.contract import BackendError
 from gpu_kernels import vector_add
 gpu = GpuBackend()
 for stem in (sys.argv[1], "vector_add"):

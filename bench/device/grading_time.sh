@@ -8,7 +8,7 @@ OUT=${OUT:-/tmp/grading-time-out}
 LABEL=${1:-run}
 ASSIGNMENTS=${2:-}
 source bench/device/setup.sh
-"$PY" -c "from autograder import compiler; print('NVRTC', compiler.nvrtc_version(), compiler.nvrtc_problem() or 'pinned')"
+"$PY" -c "from autograder.backends import compiler; print('NVRTC', compiler.nvrtc_version(), compiler.nvrtc_problem() or 'pinned')"
 nproc; grep MemTotal /proc/meminfo
 
 section "grading time ($LABEL)"

@@ -10,8 +10,8 @@ source bench/device/setup.sh
 
 section "the NVRTC loaded"
 "$PY" - <<'PY'
-from autograder import compiler
-from autograder.backends.base import Program
+from autograder.backends import compiler
+from autograder.contract import Program
 
 source = "__global__ void k(float* x) { x[threadIdx.x] += 1.0f; }"
 print("nvrtc_version", compiler.nvrtc_version(), "problem:", compiler.nvrtc_problem() or "none (pinned)")

@@ -38,5 +38,5 @@ if ! ls .whl/pycuda-*.whl >/dev/null 2>&1 && ! "$PY" -c "import pycuda" 2>/dev/n
     cp "$OUT"/pycuda-*.whl .whl/
 fi
 "$PY" -m pip install -q --no-index --find-links .whl --find-links /tmp/wheels-nvrtc -e '.[gpu]' || exit 1
-"$PY" -c "from autograder import compiler; print('NVRTC', compiler.nvrtc_version(), compiler.nvrtc_problem() or 'pinned')"
+"$PY" -c "from autograder.backends import compiler; print('NVRTC', compiler.nvrtc_version(), compiler.nvrtc_problem() or 'pinned')"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader

@@ -16,9 +16,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from hostile.watched import kernels  # noqa: E402
 
-from autograder.backends.base import BackendError  # noqa: E402
 from autograder.backends.emulator import EmulatorBackend  # noqa: E402
 from autograder.backends.gpu import GpuBackend  # noqa: E402
+from autograder.contract import BackendError  # noqa: E402
 
 
 def read(backend, kernel) -> dict[str, int] | str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.backends.base import Buffer, Launch, Program
-from autograder.compiler import compile_ptx
+from autograder.backends.compiler import compile_ptx
+from autograder.contract import Buffer, Launch, Program
 from autograder.emulator import emulate
 
 from .suite import Case, Module, initial

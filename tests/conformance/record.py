@@ -24,8 +24,8 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 def build(folder: Path) -> None:
-    from autograder.backends.base import Program
-    from autograder.compiler import compile_cubin, nvrtc_version
+    from autograder.backends.compiler import compile_cubin, nvrtc_version
+    from autograder.contract import Program
 
     from .suite import all_modules, initial, manifest
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import batch
+from autograder.delivery import batch
 
 pytest.importorskip("ray", reason="the batch extra (Ray) is not installed: pip install -e '.[batch]'")
 

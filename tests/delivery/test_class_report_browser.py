@@ -31,13 +31,13 @@ pytest.importorskip("matplotlib", reason="the class report needs the batch extra
 
 from PIL import Image
 
-from autograder.backends.base import Timing
 from autograder.backends.emulator import EmulatorBackend
-from autograder.class_report import write_class_report
-from autograder.ledger import class_ledger
-from autograder.model import read_course
-from autograder.performance import minimum_work, score_timings, with_work
-from autograder.spec import load_specs
+from autograder.contract import Timing
+from autograder.course.folder import read_course
+from autograder.course.spec import load_specs
+from autograder.delivery.class_report import write_class_report
+from autograder.grading.ledger import class_ledger
+from autograder.grading.performance import minimum_work, score_timings, with_work
 from tests.unit.synthetic_class import PRINTS, SCRIPT, STUDENTS, make_class, student_id
 
 from .chromium import Chromium, Visit, find_chromium

@@ -31,10 +31,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder import gpu_service, pipeline
-from autograder.backends import open_backends
-from autograder.model import read_course
-from autograder.policy import MAX_SOURCE_BYTES
+from autograder.backends.registry import open_backends
+from autograder.course.folder import read_course
+from autograder.course.policy import MAX_SOURCE_BYTES
+from autograder.delivery import gpu_service
+from autograder.grading import pipeline
 
 pytest.importorskip("uvicorn", reason="the serve extra is not installed: pip install -e '.[serve]'")
 
@@ -68,7 +69,9 @@ class Server:
 
     def jobs(self) -> list[str]:
         """The service's job lines, without their logging prefix (time, level, logger)."""
-        lines = [line.partition(" autograder.serve: ")[2] for line in self.log.read_text().splitlines()]
+        lines = [
+            line.partition(" autograder.delivery.serve: ")[2] for line in self.log.read_text().splitlines()
+        ]
         return [line for line in lines if line.startswith("job ")]
 
 

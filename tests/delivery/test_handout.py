@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from autograder import authoring, pipeline, reference_counters
-from autograder import handout as handout_builder
-from autograder.backends import open_backends
-from autograder.cases import with_drawn
-from autograder.model import read_course
+from autograder.backends.registry import open_backends
+from autograder.course import authoring
+from autograder.course.cases import with_drawn
+from autograder.course.folder import read_course
+from autograder.delivery import handout as handout_builder
+from autograder.grading import pipeline, reference_counters
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE = read_course(ROOT)

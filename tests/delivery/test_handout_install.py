@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autograder.model import read_course
+from autograder.course.folder import read_course
 
 ROOT = Path(__file__).resolve().parents[2]
 FIRST = next(iter(read_course(ROOT).rubric.assignments))

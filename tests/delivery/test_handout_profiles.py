@@ -1,5 +1,5 @@
 """Each handout ends with what ``autograder profile`` shows for its reference, kept current, and
-never a line of the reference's source (``autograder/handout_profiles.py``)."""
+never a line of the reference's source (``autograder/delivery/handout_profiles.py``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from autograder.authoring import solution_regions
 from autograder.cli import main
-from autograder.handout_profiles import BEGIN, END
+from autograder.course.authoring import solution_regions
+from autograder.delivery.handout_profiles import BEGIN, END
 
 ROOT = Path(__file__).resolve().parents[2]
 

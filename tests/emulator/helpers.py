@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.backends.base import Buffer, Launch, LaunchResult, Program, Scalar
 from autograder.backends.emulator import EmulatorBackend
+from autograder.contract import Buffer, Launch, LaunchResult, Program, Scalar
 
 
 def launch(

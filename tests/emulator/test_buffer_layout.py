@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.backends.base import Buffer, Scalar
+from autograder.contract import Buffer, Scalar
 from autograder.emulator.memory import MIN_GAP
 
 from .helpers import kinds, launch, out

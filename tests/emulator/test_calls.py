@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, Scalar, Unsupported
+from autograder.contract import Buffer, Scalar, Unsupported
 from tests.emulator.helpers import launch, line_of, out
 
 N = 1000

@@ -2,9 +2,9 @@
 
 import pytest
 
-from autograder.backends.base import CompileError, Program
-from autograder.compiler import compile_ptx
-from autograder.policy import ALLOWED_HEADERS
+from autograder.backends.compiler import compile_ptx
+from autograder.contract import CompileError, Program
+from autograder.course.policy import ALLOWED_HEADERS
 
 KERNEL = "__global__ void vector_add(float* x, int n) { x[0] = 1.0f; }\n"
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, Scalar
+from autograder.contract import Buffer, Scalar
+from autograder.course.policy import include_problem
 from autograder.emulator.memory import FIRST_SHARED, RED_ZONE
-from autograder.policy import include_problem
 
 from .helpers import launch, line_of, out
 

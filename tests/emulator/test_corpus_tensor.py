@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, Scalar
+from autograder.contract import Buffer, Scalar
 
 from .helpers import launch, line_of, out
 from .test_mma_sync import bf16_reference, bf16_value

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, Program, Scalar
-from autograder.compiler import compile_ptx
+from autograder.backends.compiler import compile_ptx
+from autograder.contract import Buffer, Program, Scalar
 from autograder.emulator import access
 from autograder.emulator.counters import BankModel
 from autograder.emulator.machine import decoded_kernel

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, Launch, LaunchFailure, Program, Scalar, Unsupported
 from autograder.backends.gpu import refuse_cooperative
+from autograder.contract import Buffer, Launch, LaunchFailure, Program, Scalar, Unsupported
 
 from .helpers import kinds, launch, line_of, out
 

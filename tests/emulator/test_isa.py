@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, Scalar, Unsupported
+from autograder.contract import Buffer, Scalar, Unsupported
 
 from .helpers import launch, out
 
@@ -400,7 +400,7 @@ def test_block_votes_bit_search_and_async_copies(rng):
 
 
 def test_a_launch_the_gpu_refuses_fails():
-    from autograder.backends.base import LaunchFailure
+    from autograder.contract import LaunchFailure
 
     with pytest.raises(LaunchFailure, match="1024"):
         launch(PRINTF, "hello", 1, (64, 32), [Scalar("n", 1)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, Scalar
+from autograder.contract import Buffer, Scalar
 
 from .helpers import launch, out
 

@@ -9,9 +9,9 @@ import re
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, CompileError, Launch, LaunchFailure, Program, Scalar, Unsupported
+from autograder.backends.compiler import compile_ptx
 from autograder.backends.emulator import EmulatorBackend
-from autograder.compiler import compile_ptx
+from autograder.contract import Buffer, CompileError, Launch, LaunchFailure, Program, Scalar, Unsupported
 from autograder.emulator import emulate
 from tests.emulator.helpers import launch, line_of, out
 

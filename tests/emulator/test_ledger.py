@@ -1,4 +1,4 @@
-"""The lecture's ledger (``autograder/ledger.py``, ``Spec.ledger``): the reference kernels count
+"""The lecture's ledger (``autograder/grading/ledger.py``, ``Spec.ledger``): the reference kernels count
 exactly what the lectures' closed forms say, and ``profile`` shows it beside the student's."""
 
 from __future__ import annotations
@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from autograder import ledger, roofline
-from autograder.backends.base import Timing
 from autograder.backends.emulator import EmulatorBackend
-from autograder.cases import GroupCase, prepare
 from autograder.cli import main
-from autograder.performance import minimum_work, score_timings, with_work
-from autograder.spec import evaluate, load_specs
+from autograder.contract import Timing
+from autograder.course.cases import GroupCase, prepare
+from autograder.course.spec import evaluate, load_specs
+from autograder.grading import ledger
+from autograder.grading.performance import minimum_work, score_timings, with_work
+from autograder.profile import roofline
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = load_specs(ROOT)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.backends.base import Buffer, Scalar
+from autograder.contract import Buffer, Scalar
 
 from .helpers import launch, line_of, out
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer
-from autograder.compiler import PtxasRefusal
+from autograder.backends.compiler import PtxasRefusal
+from autograder.contract import Buffer
 from autograder.emulator import access, mma, wmma
 from autograder.emulator.ops import OPS, PURE_OPS
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, Scalar, Unsupported
+from autograder.contract import Buffer, Scalar, Unsupported
 
 from .helpers import launch, line_of, out
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, Scalar
+from autograder.contract import Buffer, Scalar
 from autograder.emulator.counters import BankModel
 from autograder.emulator.profile import profile_data, profile_table
 

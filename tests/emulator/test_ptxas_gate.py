@@ -16,13 +16,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder.backends import Backends
-from autograder.backends.base import Buffer, CompileError, Launch, LaunchFailure, Program, Scalar
+from autograder.backends.compiler import (
+    Compiled,
+    PtxasRefusal,
+    _compile,
+    _crashed,
+    _in_child,
+    _refusal,
+    compile_ptx,
+)
 from autograder.backends.emulator import EmulatorBackend
-from autograder.compiler import Compiled, PtxasRefusal, _compile, _crashed, _in_child, _refusal, compile_ptx
-from autograder.model import read_course
-from autograder.pipeline import grade_submission
-from autograder.resources import kernel_resources
+from autograder.backends.registry import Backends
+from autograder.contract import Buffer, CompileError, Launch, LaunchFailure, Program, Scalar
+from autograder.course.folder import read_course
+from autograder.grading.pipeline import grade_submission
+from autograder.grading.resources import kernel_resources
 from tests.emulator.helpers import line_of, out
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,8 +197,8 @@ def _grade(submission: Path):
 # address: every compile runs in a forked child, and the crash is the student's compile error.
 ST_PARAM = 'asm volatile("st.param.u32 [%0], %1;" :: "l"(y), "r"(v) : "memory");'
 CRASHES_IN_PROCESS = """import sys
-from autograder.backends.base import Program
-from autograder.compiler import _compile_here
+from autograder.contract import Program
+from autograder.backends.compiler import _compile_here
 _compile_here(Program(sys.stdin.read(), "kernel.cu", "k"), "sm_90")
 """
 

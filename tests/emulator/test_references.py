@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from autograder.backends.emulator import EmulatorBackend
-from autograder.cases import GroupCase, prepare
-from autograder.compare import compare_outputs
-from autograder.spec import load_specs
+from autograder.course.cases import GroupCase, prepare
+from autograder.course.spec import load_specs
+from autograder.grading.compare import compare_outputs
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE = load_specs(ROOT) if (ROOT / "assignments").is_dir() else {}

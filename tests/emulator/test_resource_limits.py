@@ -11,7 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from autograder.backends.base import (
+from autograder.backends.emulator import EmulatorBackend
+from autograder.contract import (
     Buffer,
     CompileError,
     Launch,
@@ -21,7 +22,6 @@ from autograder.backends.base import (
     Scalar,
     Unsupported,
 )
-from autograder.backends.emulator import EmulatorBackend
 from tests.emulator.helpers import launch, out
 
 FILE = "window_sum.cu"

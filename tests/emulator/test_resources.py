@@ -1,4 +1,4 @@
-"""Resources without a GPU (``autograder/resources.py``): ptxas's report on NVRTC's cubin."""
+"""Resources without a GPU (``autograder/grading/resources.py``): ptxas's report on NVRTC's cubin."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from autograder.backends.base import Program
 from autograder.cli import main
-from autograder.resources import kernel_resources, parse_report
+from autograder.contract import Program
+from autograder.grading.resources import kernel_resources, parse_report
 
 # 48 live accumulators: over the 32 registers that __launch_bounds__(1024, 2) leaves a thread
 SPILLS = r"""

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from autograder import ledger, roofline
 from autograder.backends.emulator import EmulatorBackend
 from autograder.cli import main
-from autograder.model import read_course
-from autograder.spec import load_specs
+from autograder.course.folder import read_course
+from autograder.course.spec import load_specs
+from autograder.grading import ledger
+from autograder.profile import roofline
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = load_specs(ROOT)

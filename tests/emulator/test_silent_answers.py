@@ -77,13 +77,13 @@ def test_collectives_reduce_over_their_member_mask_only():
 
 
 def _in(name, array):
-    from autograder.backends.base import Buffer
+    from autograder.contract import Buffer
 
     return Buffer(name, array)
 
 
 def _ints(**values):
-    from autograder.backends.base import Scalar
+    from autograder.contract import Scalar
 
     return [Scalar(name, np.int32(value)) for name, value in values.items()]
 

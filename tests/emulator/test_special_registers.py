@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from autograder.backends.base import Scalar, Unsupported
+from autograder.contract import Scalar, Unsupported
 from tests.emulator.helpers import launch, out
 
 READ = r"""

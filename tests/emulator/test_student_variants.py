@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, Scalar
+from autograder.contract import Buffer, Scalar
 
 from .helpers import launch, out
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder.backends import Backends
-from autograder.backends.base import Backend, Capabilities, Launch, Timing
 from autograder.backends.emulator import EmulatorBackend
-from autograder.model import read_course
-from autograder.pipeline import grade_submission
+from autograder.backends.registry import Backends
+from autograder.contract import Backend, Capabilities, Launch, Timing
+from autograder.course.folder import read_course
+from autograder.grading.pipeline import grade_submission
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,9 +7,9 @@ floats within the tolerance, integers exactly (the caller passes atol = rtol = 0
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, Launch, Scalar
 from autograder.backends.emulator import EmulatorBackend
 from autograder.backends.gpu_timing import _compare_program
+from autograder.contract import Buffer, Launch, Scalar
 
 
 def mismatches(got, want, atol, rtol):

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder.backends.base import COUNTER_NAMES, Buffer, Capabilities, Counters
-from autograder.checks import traffic
-from autograder.compare import CaseOutcome, OutputComparison
-from autograder.ledger import ledger
-from autograder.rubric import load_rubric
-from autograder.spec import load_spec
+from autograder.contract import COUNTER_NAMES, Buffer, Capabilities, Counters
+from autograder.course.rubric import load_rubric
+from autograder.course.spec import load_spec
+from autograder.grading.checks import traffic
+from autograder.grading.compare import CaseOutcome, OutputComparison
+from autograder.grading.ledger import ledger
 
 from .helpers import launch, out
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer
+from autograder.contract import Buffer
 from autograder.emulator import shadow
 
 from .helpers import kinds, launch, line_of, out

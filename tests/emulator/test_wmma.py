@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.backends.base import Buffer, Scalar
+from autograder.contract import Buffer, Scalar
 
 from .helpers import kinds, launch, out
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder.backends.base import Buffer, Launch, Program, Scalar
+from autograder.contract import Buffer, Launch, Program, Scalar
 
 KERNELS = Path(__file__).parent / "kernels"
 BLOCK = 256

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from gpu_kernels import program, vector_add, vector_add_error
 
-from autograder.backends import select_backend
-from autograder.backends.base import Buffer, CompileError, Launch, LaunchFailure, Scalar
 from autograder.backends.gpu import GpuBackend
+from autograder.backends.registry import select_backend
+from autograder.contract import Buffer, CompileError, Launch, LaunchFailure, Scalar
 
 pytestmark = pytest.mark.gpu
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from gpu_kernels import vector_add, vector_add_error
 
-from autograder.backends.base import LaunchFailure, LaunchTimeout
 from autograder.backends.gpu import GpuBackend
 from autograder.backends.worker import WorkerBackend
+from autograder.contract import LaunchFailure, LaunchTimeout
 
 pytestmark = pytest.mark.gpu
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from gpu_kernels import vector_add
 
-from autograder import sanitize
-from autograder.backends.base import Buffer, Launch, Program, Scalar
+from autograder.contract import Buffer, Launch, Program, Scalar
+from autograder.grading import sanitize
 
 pytestmark = pytest.mark.gpu
 

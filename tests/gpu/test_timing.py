@@ -7,8 +7,8 @@ import pytest
 
 from autograder.backends.gpu import GpuBackend
 from autograder.backends.gpu_timing import time_case
-from autograder.cases import timing_requests
-from autograder.spec import load_spec
+from autograder.course.cases import timing_requests
+from autograder.course.spec import load_spec
 
 pytestmark = pytest.mark.gpu
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from autograder.spec import load_specs
+from autograder.course.spec import load_specs
 
 from .conftest import ROOT, assert_sound
 

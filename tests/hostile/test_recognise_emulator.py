@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, Launch, Program, Scalar
 from autograder.backends.emulator import EmulatorBackend
+from autograder.contract import Buffer, Launch, Program, Scalar
 
 from .conftest import assert_sound
 from .watched import kernels

@@ -3,15 +3,15 @@
 import subprocess
 import sys
 
-from autograder import compiler
+from autograder.backends import compiler
 
 
 def test_nvrtc_writes_only_into_buffers_of_its_own():
     """NVRTC writes its log into the buffer it is given; a clean compile's log is one byte, and
     ``b" " * 1`` is CPython's shared ``b" "``: written into, every later f-string lost its spaces."""
     probe = (
-        "from autograder.backends.base import Program\n"
-        "from autograder.compiler import compile_ptx\n"
+        "from autograder.contract import Program\n"
+        "from autograder.backends.compiler import compile_ptx\n"
         "compile_ptx(Program('__global__ void k(int* x) { x[0] = 1; }', 'k.cu', 'k'))\n"
         "print(b' '.hex(), f'{1} {2}')\n"
     )

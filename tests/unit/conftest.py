@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from autograder.backends import Backends
-from autograder.model import Course, read_course
+from autograder.backends.registry import Backends
+from autograder.course.folder import Course, read_course
 
 from .fake_backend import FakeBackend
 
 VEC_SPEC = """
-from autograder.spec import Array, Scalar, Spec
+from autograder.course.spec import Array, Scalar, Spec
 
 def reference(a, b, n):
     return {"c": a + b}
@@ -33,7 +33,7 @@ SPEC = Spec(
 """
 
 GRID_SPEC = """
-from autograder.spec import Array, Scalar, Spec
+from autograder.course.spec import Array, Scalar, Spec
 
 SPEC = Spec(
     name="grid2d", kernel="grid2d",

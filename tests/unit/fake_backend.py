@@ -13,8 +13,8 @@ import contextlib
 
 import numpy as np
 
-from autograder.backends import Backends
-from autograder.backends.base import (
+from autograder.backends.registry import Backends
+from autograder.contract import (
     Backend,
     Buffer,
     Capabilities,

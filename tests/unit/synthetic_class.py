@@ -19,13 +19,13 @@ import random
 import shutil
 from pathlib import Path
 
-from autograder import performance
-from autograder.backends.base import Finding
-from autograder.compare import record
-from autograder.model import Grade, ItemResult
-from autograder.report import report_data
-from autograder.results import build_results
-from autograder.rubric import Item, Limits, Rubric
+from autograder.contract import Finding
+from autograder.course.rubric import Item, Limits, Rubric
+from autograder.grading import performance
+from autograder.grading.compare import record
+from autograder.grading.grade import Grade, ItemResult
+from autograder.grading.report import report_data
+from autograder.grading.results import build_results
 
 COURSE = "GPU kernels (synthetic)"
 SCRIPT = "<script>alert(1)</script>"
@@ -201,7 +201,7 @@ def _write_sources(folder: Path, student: _Student) -> Path:
     pad = "".join(f"// student {student.index}, note {k}\n" for k in range(student.padding))
     window_sum = WINDOW_SUM_EARLY_RETURN if student.window_sum_bug else WINDOW_SUM_GOOD
     vector_add = VECTOR_ADD_UNGUARDED if student.vector_add_bug else VECTOR_ADD_GOOD
-    # some submit src/WindowSum.cu: the report finds it as grading does (autograder.discovery)
+    # some submit src/WindowSum.cu: the report finds it as grading does (autograder.course.discovery)
     name = "src/WindowSum.cu" if student.index % 7 == 4 else "window_sum.cu"
     for path, text in ((folder / name, pad + window_sum), (folder / "vector_add.cu", pad + vector_add)):
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from autograder import cli
-from autograder.authoring import (
+from autograder.course.authoring import (
     AuthoringError,
     assignment_names,
     generated_starter,
@@ -22,7 +22,7 @@ from autograder.authoring import (
     starter_text,
     with_rubric_entry,
 )
-from autograder.model import read_course
+from autograder.course.folder import read_course
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,8 +15,8 @@ import zipfile
 
 import pytest
 
-from autograder import batch
-from autograder.batch import Job, Settings, Submission, Submitter
+from autograder.delivery import batch
+from autograder.delivery.batch import Job, Settings, Submission, Submitter
 
 from .conftest import write
 
@@ -298,7 +298,7 @@ def test_auto_is_guessed_as_the_last_run_resolved_it_before_ray_starts(tmp_path)
 
 CHOSEN_AUTH = """
 import os, sys
-from autograder import batch
+from autograder.delivery import batch
 os.environ.pop("RAY_AUTH_MODE", None)
 batch.import_ray(sys.argv[1] or None)
 print(os.environ.get("RAY_AUTH_MODE"))

@@ -3,8 +3,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer, Scalar
-from autograder.cases import (
+from autograder.contract import Buffer, Scalar
+from autograder.course.cases import (
     Background,
     GroupCase,
     case_seed,
@@ -19,9 +19,9 @@ from autograder.cases import (
     sentinel,
     with_drawn,
 )
-from autograder.model import read_course
-from autograder.spec import Array, Draw, Spec, SpecError, load_spec
-from autograder.spec import Scalar as ScalarSpec
+from autograder.course.folder import read_course
+from autograder.course.spec import Array, Draw, Spec, SpecError, load_spec
+from autograder.course.spec import Scalar as ScalarSpec
 
 SPEC = Spec(
     name="mix",
@@ -227,7 +227,7 @@ def test_a_malformed_draw_fails_when_the_spec_loads(tmp_path, draw, message):
     folder = tmp_path / "mix"
     folder.mkdir()
     (folder / "spec.py").write_text(
-        "from autograder.spec import Array, Draw, Scalar, Spec\n"
+        "from autograder.course.spec import Array, Draw, Scalar, Spec\n"
         "SPEC = Spec(name='mix', kernel='mix', args=(Array('y', 'n', intent='out'), Scalar('n', 'n')),\n"
         "    block=('T',), grid=('cdiv(n, T)',), cases={'g': ({'T': 32, 'n': 1},)},\n"
         f"    reference=lambda n: {{'y': 0}}, draws={{{group!r}: ({draw},)}})\n"

@@ -4,13 +4,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from autograder.backends.base import Capabilities, Counters, Finding, LaunchResult
-from autograder.cases import GroupCase, prepare
-from autograder.checks import barriers, bounds, correctness, describe, traffic
-from autograder.compare import CaseOutcome, OutputComparison, compare_output, compare_outputs
-from autograder.rubric import Item
-from autograder.spec import Array, Spec
-from autograder.spec import Scalar as ScalarArg
+from autograder.contract import Capabilities, Counters, Finding, LaunchResult
+from autograder.course.cases import GroupCase, prepare
+from autograder.course.rubric import Item
+from autograder.course.spec import Array, Spec
+from autograder.course.spec import Scalar as ScalarArg
+from autograder.grading.checks import barriers, bounds, correctness, describe, traffic
+from autograder.grading.compare import CaseOutcome, OutputComparison, compare_output, compare_outputs
 
 
 def item(check="correctness", cases="safety", points=2.0, **ratio):
@@ -336,7 +336,7 @@ def _whole(got_raw, expected, rtol, atol):
 
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
 def test_a_large_output_compared_in_slices_gives_the_figures_of_one_pass(dtype, monkeypatch):
-    monkeypatch.setattr("autograder.compare.CHUNK", 1000)  # 50 slices, on threads
+    monkeypatch.setattr("autograder.grading.compare.CHUNK", 1000)  # 50 slices, on threads
     rng = np.random.default_rng(3)
     expected = np.round(rng.uniform(-50, 50, 50_000))
     got = expected.astype(dtype)

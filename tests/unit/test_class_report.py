@@ -21,8 +21,8 @@ pytest.importorskip("matplotlib", reason="the class report needs the batch extra
 
 from click.testing import CliRunner
 
-from autograder import class_report
 from autograder.cli import main
+from autograder.delivery import class_report
 
 from .synthetic_class import (
     FAILED,

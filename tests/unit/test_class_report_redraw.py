@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("jinja2", reason="the class report needs the batch extra: pip install -e '.[batch]'")
 pytest.importorskip("matplotlib", reason="the class report needs the batch extra: pip install -e '.[batch]'")
 
-from autograder import class_report
+from autograder.delivery import class_report
 
 from .synthetic_class import make_class, student_id
 
@@ -105,7 +105,7 @@ def test_a_submission_gone_from_the_class_takes_its_page_with_it(small, sketched
 def test_a_class_whose_pages_are_current_is_read_without_matplotlib(small, sketched):
     drawn(small)
     check = (
-        "import sys; from pathlib import Path; from autograder import class_report as r; "
+        "import sys; from pathlib import Path; from autograder.delivery import class_report as r; "
         f"r.write_class_report(Path({str(small)!r})); "
         "assert 'matplotlib' not in sys.modules, 'matplotlib was imported'"
     )

@@ -1,8 +1,8 @@
 import csv
 import json
 
-from autograder.class_table import class_rows, markdown, write_csv
-from autograder.report import markdown as report_markdown
+from autograder.delivery.class_table import class_rows, markdown, write_csv
+from autograder.grading.report import markdown as report_markdown
 
 
 def report(path, submission, scores, regrade=()):

@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from autograder import cli, compiler, pipeline
+from autograder import cli
+from autograder.backends import compiler
+from autograder.grading import pipeline
 
 from .fake_backend import FakeBackend, open_fake_backends
 
@@ -191,7 +193,8 @@ def test_check_names_the_expected_files_for_an_unknown_one(course_root, tmp_path
 SIGTERM_DURING_GRADING = """
 import os, signal, sys, time
 sys.path.insert(0, {repo!r})
-from autograder import cli, pipeline
+from autograder import cli
+from autograder.grading import pipeline
 from tests.unit.fake_backend import open_fake_backends
 
 def terminated(*args, **kwargs):

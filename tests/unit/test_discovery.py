@@ -1,4 +1,4 @@
-"""Forgiving submission discovery (autograder/discovery.py): what students upload is found.
+"""Forgiving submission discovery (autograder/course/discovery.py): what students upload is found.
 
 Each rule is shown through the real pipeline on the fake course of conftest.py (assignments
 ``vec`` and ``grid2d``, whose kernels are named like them). A fake kernel is Python, so the
@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from autograder import cli, discovery, pipeline
-from autograder.results import build_results
+from autograder import cli
+from autograder.course import discovery
+from autograder.grading import pipeline
+from autograder.grading.results import build_results
 
 from .conftest import write
 from .fake_backend import FakeBackend, open_fake_backends

@@ -1,8 +1,8 @@
 """What the docs say about the code, held to the code: a page that names a module, a path, a
 function or a finding kind that is not there fails here, not in a newcomer's hands.
 
-- ``docs/design.md``'s module map lists every module of the package, each in one layer, and
-  names every import that points up a layer (the import graph is ``test_imports.GRAPH``);
+- ``docs/design.md``'s module map lists every module of the package once, each under the layer
+  ``test_imports.layer`` puts it in;
 - ``docs/backend-contract.md``'s table of finding kinds is ``FINDING_CHECKS``, and design.md's
   rubric.yaml example loads;
 - every path of this repository a page cites in backticks exists, and every ``module.name``
@@ -17,15 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from autograder.backends import CLASSES, NAMES
-from autograder.backends.base import FINDING_CHECKS
-from autograder.rubric import load_rubric
-from autograder.spec import load_specs
-from tests.unit.test_imports import GRAPH, PACKAGE, module_name
+from autograder.backends.registry import CLASSES
+from autograder.contract import BACKEND_NAMES as NAMES
+from autograder.contract import FINDING_CHECKS
+from autograder.course.rubric import load_rubric
+from autograder.course.spec import load_specs
+from tests.unit.test_imports import PACKAGE, layer, module_name
 
 ROOT = PACKAGE.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
-MAP_START, UP_TITLE = "## Module map", "Imports that point up"
+MAP_START = "## Module map"
 ROW = re.compile(r"^\|\s*`(autograder/[\w/]+\.py)`\s*\|(.*)$", re.M)
 TICKED = re.compile(r"`([^`\s]+)`")
 # The folders of this project's own code and docs; assignments/, reference/ and starter/ are a
@@ -43,17 +44,12 @@ def section(text: str, title: str) -> str:
     return text[start : following if following >= 0 else len(text)]
 
 
-def module_map(text: str) -> tuple[list[list[str]], set[tuple[str, str]]]:
-    """design.md's module map: the modules of each layer, top layer first, and the imports it
-    names as pointing up, (importer, imported) by path."""
-    layers, up = [], set()
+def module_map(text: str) -> dict[str, list[str]]:
+    """design.md's module map: each layer's name (its title, lower case) and its modules' paths."""
+    layers = {}
     for block in re.split(r"^\*\*", section(text, MAP_START), flags=re.M)[1:]:
-        rows = ROW.findall(block)
-        if block.startswith(UP_TITLE):
-            up |= {(path, TICKED.search(rest).group(1)) for path, rest in rows}
-        else:
-            layers.append([path for path, _ in rows])
-    return layers, up
+        layers[block.split("**")[0].lower()] = [path for path, _ in ROW.findall(block)]
+    return layers
 
 
 def package_modules() -> set[str]:
@@ -62,54 +58,41 @@ def package_modules() -> set[str]:
     return {p for p in paths if Path(p).stem not in ("__init__", "__main__")}
 
 
-def map_problems(layers: list[list[str]]) -> list[str]:
-    listed = [path for layer in layers for path in layer]
+def map_problems(layers: dict[str, list[str]]) -> list[str]:
+    listed = [path for paths in layers.values() for path in paths]
     twice = sorted({path for path in listed if listed.count(path) > 1})
     missing = sorted(package_modules() - set(listed))
     absent = sorted(path for path in listed if not (ROOT / path).is_file())
+    misplaced = sorted(
+        f"{path} is listed under {name} but is of {layer(module_name(ROOT / path))}"
+        for name, paths in layers.items()
+        for path in paths
+        if (ROOT / path).is_file() and layer(module_name(ROOT / path)) != name
+    )
     return (
         [f"{path} is listed twice" for path in twice]
         + [f"{path} is not in the module map" for path in missing]
         + [f"{path} is in the module map but does not exist" for path in absent]
+        + misplaced
     )
 
 
-def upward_imports(layers: list[list[str]]) -> set[tuple[str, str]]:
-    """The imports (importer, imported) whose target sits in a higher layer than the importer."""
-    rank = {module_name(ROOT / path): len(layers) - i for i, layer in enumerate(layers) for path in layer}
-    path_of = {module_name(ROOT / path): path for layer in layers for path in layer}
-    return {
-        (path_of[name], path_of[target])
-        for name, targets in GRAPH.items()
-        if name in rank
-        for target in targets
-        if target in rank and rank[target] > rank[name]
-    }
-
-
 DESIGN = (ROOT / "docs/design.md").read_text()
-LAYERS, NAMED_UP = module_map(DESIGN)
+LAYERS = module_map(DESIGN)
 
 
 def test_the_module_map_lists_every_module_once_and_only_modules_that_exist():
     assert not map_problems(LAYERS), "\n".join(map_problems(LAYERS))
 
 
-def test_every_import_that_points_up_a_layer_is_named_in_the_map():
-    actual = upward_imports(LAYERS)
-    assert actual - NAMED_UP == set(), f"add to design.md's '{UP_TITLE}' table: {sorted(actual - NAMED_UP)}"
-    assert NAMED_UP - actual == set(), f"no longer true, remove from design.md: {sorted(NAMED_UP - actual)}"
-
-
-def test_the_map_checks_catch_a_missing_module_and_an_unnamed_upward_import():
-    without_pipeline = [[p for p in layer if p != "autograder/pipeline.py"] for layer in LAYERS]
-    assert map_problems(without_pipeline) == ["autograder/pipeline.py is not in the module map"]
-    invented = [*LAYERS[0], "autograder/nowhere.py"]
-    assert map_problems([invented, *LAYERS[1:]]) == [
-        "autograder/nowhere.py is in the module map but does not exist"
-    ]
-    top_to_bottom = [LAYERS[-1], *LAYERS[1:-1], LAYERS[0]]  # grading below the contract: all point up
-    assert len(upward_imports(top_to_bottom) - NAMED_UP) > 10
+def test_the_map_checks_catch_a_missing_module_a_made_up_one_and_one_in_the_wrong_layer():
+    pipeline = "autograder/grading/pipeline.py"
+    without = {name: [p for p in paths if p != pipeline] for name, paths in LAYERS.items()}
+    assert map_problems(without) == [f"{pipeline} is not in the module map"]
+    invented = {**LAYERS, "root": [*LAYERS["root"], "autograder/nowhere.py"]}
+    assert map_problems(invented) == ["autograder/nowhere.py is in the module map but does not exist"]
+    moved = {**without, "course": [*LAYERS["course"], pipeline]}
+    assert map_problems(moved) == [f"{pipeline} is listed under course but is of grading"]
 
 
 def test_a_new_backend_is_named_where_it_is_classed():

@@ -1,4 +1,4 @@
-"""Reading a class that may be crafted (``autograder.export``): folder names that are paths,
+"""Reading a class that may be crafted (``autograder.delivery.export``): folder names that are paths,
 YAML that expands without end, and zips that unpack to far more than they weigh."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import zipfile
 
 import pytest
 
-from autograder import export
-from autograder.discovery import MAX_ZIP_BYTES
-from autograder.export import BatchError, Limits
-from autograder.policy import MAX_SOURCE_BYTES
+from autograder.course.discovery import MAX_ZIP_BYTES
+from autograder.course.policy import MAX_SOURCE_BYTES
+from autograder.delivery import export
+from autograder.delivery.export import BatchError, Limits
 
 from .conftest import write
 

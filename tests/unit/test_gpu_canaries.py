@@ -9,8 +9,8 @@ real launch would pass, so a wrong offset anywhere in the layout fails these tes
 import numpy as np
 import pytest
 
-from autograder.backends.base import Buffer
 from autograder.backends.gpu import CANARY_BYTES, from_device, gpu_available, kernel_arg, to_device
+from autograder.contract import Buffer
 
 
 class HostMemory:

@@ -18,7 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from click.testing import CliRunner
 
-from autograder import cli, gpu_service, pipeline
+from autograder import cli
+from autograder.delivery import gpu_service
+from autograder.grading import pipeline
 
 from .fake_backend import open_fake_backends
 

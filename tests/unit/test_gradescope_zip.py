@@ -16,8 +16,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from autograder import cli, gpu_service, gradescope_zip, packaging
-from autograder.rubric import load_rubric
+from autograder import cli
+from autograder.course.rubric import load_rubric
+from autograder.delivery import gpu_service, gradescope_zip, packaging
 
 from .conftest import write
 

@@ -11,10 +11,11 @@ import zipfile
 
 import pytest
 
-from autograder import handout, packaging, pipeline
-from autograder.backends import Backends
-from autograder.backends.base import Capabilities
-from autograder.model import read_course
+from autograder.backends.registry import Backends
+from autograder.contract import Capabilities
+from autograder.course.folder import read_course
+from autograder.delivery import handout, packaging
+from autograder.grading import pipeline
 
 from .conftest import VEC_REFERENCE, write
 from .fake_backend import FakeBackend

@@ -1,5 +1,6 @@
-"""The module map's rules (docs/design.md), read from the source: one-way imports, no cycles,
-backends that never reach into grading, grading that never asks a backend its name."""
+"""The module map's rules (docs/design.md), read from the source: every module in a layer, each
+layer importing only the layers below it that it names, no cycles, and no code above the backends
+asking a backend its name."""
 
 from __future__ import annotations
 
@@ -10,33 +11,24 @@ from pathlib import Path
 
 import pytest
 
-from autograder.backends import NAMES
+from autograder.contract import BACKEND_NAMES as NAMES
 
 PACKAGE = Path(__file__).resolve().parents[2] / "autograder"
-GRADING = {
-    "cases",
-    "spec",
-    "performance",
-    "pipeline",
-    "checks",
-    "compare",
-    "model",
-    "rubric",
-    "sanitize",
-    "results",
-    "report",
-    "cli",
-    "vocabulary",
-    "discovery",
-    "gradescope_zip",
-    "authoring",
-    "resources",
-    "ledger",
-    "handout_profiles",
-    "roofline",
-    "class_report",
-    "serve",
-    "gpu_service",
+# Each layer of the package (docs/design.md's module map), from the bottom up, and what it may
+# import besides itself: whole layers, or one named module of a layer it otherwise may not reach.
+ROOT = {"autograder", "autograder.contract", "autograder.device", "autograder.errors", "autograder.feedback"}
+TOP = {"autograder.cli", "autograder.__main__"}
+ALLOWED = {
+    "root": set(),
+    "emulator": {"root"},
+    "backends": {"root", "emulator"},
+    # policy admits the headers the compiler supplies, and only their names
+    "course": {"root", "autograder.backends.compiler"},
+    # the sanitizer's findings collapse as the emulator's do (one per kind, line and array)
+    "grading": {"root", "backends", "course", "autograder.emulator.findings"},
+    "profile": {"root", "emulator", "backends", "course", "grading"},
+    "delivery": {"root", "backends", "course", "grading", "profile"},
+    "top": {"root", "emulator", "backends", "course", "grading", "profile", "delivery"},
 }
 
 
@@ -67,6 +59,22 @@ def imports(tree: ast.Module) -> set[str]:
 GRAPH = {name: imports(tree) - {name} for name, tree in SOURCES.items()}
 
 
+def layer(name: str) -> str | None:
+    """The layer ``name`` belongs to, or None for a module that fits no layer."""
+    if name in ROOT:
+        return "root"
+    if name in TOP:
+        return "top"
+    package = name.split(".")[1]
+    return package if package in ALLOWED and package not in ("root", "top") else None
+
+
+def forbidden(name: str, graph: dict[str, set[str]]) -> list[str]:
+    """The imports of ``name`` its layer may not make."""
+    own, allowed = layer(name), ALLOWED[layer(name)]
+    return sorted(t for t in graph[name] if layer(t) != own and layer(t) not in allowed and t not in allowed)
+
+
 def cycle_through(start: str) -> list[str] | None:
     """A path of imports from ``start`` back to itself, if there is one."""
     stack, seen = [(start, [start])], set()
@@ -86,10 +94,12 @@ def test_no_import_cycle(name):
     assert cycle_through(name) is None, " -> ".join(cycle_through(name))
 
 
-@pytest.mark.parametrize("name", sorted(n for n in GRAPH if n.startswith("autograder.backends")))
-def test_backends_never_import_the_grading_layer(name):
-    reached = {target.split(".")[1] for target in GRAPH[name]}
-    assert not reached & GRADING, f"{name} imports {sorted(reached & GRADING)}"
+@pytest.mark.parametrize("name", sorted(GRAPH))
+def test_every_module_belongs_to_a_layer_and_imports_only_what_it_may(name):
+    assert layer(name) is not None, (
+        f"{name} fits no layer: put it in one of {sorted(ALLOWED)} (docs/design.md)"
+    )
+    assert not forbidden(name, GRAPH), f"{name} ({layer(name)}) imports {forbidden(name, GRAPH)}"
 
 
 @pytest.mark.parametrize("name", sorted(n for n in SOURCES if not n.startswith("autograder.backends")))
@@ -105,14 +115,24 @@ def test_grading_asks_capabilities_not_backend_names(name):
 
 
 def test_the_checks_above_catch_what_they_look_for():
-    GRAPH["autograder.spec"] = GRAPH["autograder.spec"] | {"autograder.pipeline"}
+    GRAPH["autograder.course.spec"] = GRAPH["autograder.course.spec"] | {"autograder.grading.pipeline"}
     try:
-        assert cycle_through("autograder.spec") is not None
+        assert cycle_through("autograder.course.spec") is not None
     finally:
-        GRAPH["autograder.spec"] -= {"autograder.pipeline"}
+        GRAPH["autograder.course.spec"] -= {"autograder.grading.pipeline"}
+    assert layer("autograder.scratch") is None and layer("autograder.grading.scratch") == "grading"
+    upward = {
+        **GRAPH,
+        "autograder.emulator.ops": GRAPH["autograder.emulator.ops"] | {"autograder.grading.checks"},
+    }
+    assert forbidden("autograder.emulator.ops", upward) == ["autograder.grading.checks"]
+    sideways = {**GRAPH, "autograder.course.spec": {"autograder.backends.registry"}}
+    assert forbidden("autograder.course.spec", sideways) == ["autograder.backends.registry"]
     tree = ast.parse('if backend.name == "gpu":\n    pass\n')
     assert any(isinstance(n, ast.Compare) and n.comparators[0].value in NAMES for n in ast.walk(tree))
-    assert "autograder.cases" in imports(ast.parse("def f():\n    from autograder.cases import prepare\n"))
+    assert "autograder.course.cases" in imports(
+        ast.parse("def f():\n    from autograder.course.cases import prepare\n")
+    )
 
 
 # jinja2 and matplotlib come with the batch extra (pyproject.toml) and only class-report uses them;
@@ -124,9 +144,9 @@ class Missing:
         if name.partition(".")[0] in ("jinja2", "matplotlib", "fastapi", "uvicorn"):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, Missing())
-import autograder.cli, autograder.pipeline
-extra = ("jinja2", "matplotlib", "ray", "rich", "fastapi", "uvicorn", "limits", "autograder.class_report",
-         "autograder.serve")
+import autograder.cli, autograder.grading.pipeline
+extra = ("jinja2", "matplotlib", "ray", "rich", "fastapi", "uvicorn", "limits",
+         "autograder.delivery.class_report", "autograder.delivery.serve")
 print(sorted(m for m in extra if m in sys.modules))
 autograder.cli.main(sys.argv[1:])
 """

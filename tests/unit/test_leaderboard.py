@@ -5,11 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from autograder import performance, pipeline
-from autograder.backends.base import Timing
-from autograder.model import Grade, ItemResult, read_course
-from autograder.results import build_results
-from autograder.rubric import RubricError, load_rubric
+from autograder.contract import Timing
+from autograder.course.folder import read_course
+from autograder.course.rubric import RubricError, load_rubric
+from autograder.grading import performance, pipeline
+from autograder.grading.grade import Grade, ItemResult
+from autograder.grading.results import build_results
 
 from .conftest import RUBRIC
 from .test_performance import _timing as timing

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.backends.occupancy import DEVICES, occupancy
+from autograder.device import DEVICES, occupancy
 
 W, B, S, R, BAR = "warps", "blocks", "shared memory", "registers", "barriers"
 # arch, threads, registers, static shared, dynamic shared, barriers -> blocks per SM, each limit

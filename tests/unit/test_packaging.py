@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import zipfile
 
-from autograder import gradescope_zip, handout
+from autograder.delivery import gradescope_zip, handout
 
 from .conftest import write
 

@@ -7,10 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder import checks
-from autograder import performance as perf
 from autograder.backends import gpu_timing
-from autograder.backends.base import (
+from autograder.contract import (
     Buffer,
     Capabilities,
     Launch,
@@ -20,11 +18,13 @@ from autograder.backends.base import (
     TimingRequest,
     Unsupported,
 )
-from autograder.backends.base import Scalar as ScalarArg
-from autograder.cases import prepare_group, timing_requests
-from autograder.compare import CaseOutcome
-from autograder.rubric import Item
-from autograder.spec import Array, Scalar, Spec, load_specs
+from autograder.contract import Scalar as ScalarArg
+from autograder.course.cases import prepare_group, timing_requests
+from autograder.course.rubric import Item
+from autograder.course.spec import Array, Scalar, Spec, load_specs
+from autograder.grading import checks
+from autograder.grading import performance as perf
+from autograder.grading.compare import CaseOutcome
 
 ROOT = Path(__file__).resolve().parents[2]
 

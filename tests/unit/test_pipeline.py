@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from autograder import gpu_service, pipeline, reference_counters, sanitize
-from autograder.backends import Backends
-from autograder.backends.base import (
+from autograder.backends.registry import Backends
+from autograder.backends.worker import WorkerError
+from autograder.contract import (
     Buffer,
     Capabilities,
     CompileError,
@@ -14,13 +14,14 @@ from autograder.backends.base import (
     Timing,
     Unsupported,
 )
-from autograder.backends.worker import WorkerError
-from autograder.cases import group_cases, prepare, timing_requests
+from autograder.course.cases import group_cases, prepare, timing_requests
+from autograder.course.folder import read_course
+from autograder.delivery import gpu_service
 from autograder.feedback import scrubbed
-from autograder.model import read_course
-from autograder.report import write_report
-from autograder.results import build_results, fallback_results
-from autograder.sanitize import SanitizerRun
+from autograder.grading import pipeline, reference_counters, sanitize
+from autograder.grading.report import write_report
+from autograder.grading.results import build_results, fallback_results
+from autograder.grading.sanitize import SanitizerRun
 
 from .conftest import write
 from .fake_backend import FakeBackend
@@ -486,7 +487,7 @@ def test_all_launches_together_stop_at_a_multiple_of_the_references_instructions
 
 
 DRAWING_SPEC = """
-from autograder.spec import Array, Draw, Scalar, Spec
+from autograder.course.spec import Array, Draw, Scalar, Spec
 
 SPEC = Spec(
     name="vec", kernel="vec",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.policy import MAX_SOURCE_BYTES, include_problem, read_source
+from autograder.course.policy import MAX_SOURCE_BYTES, include_problem, read_source
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = "__global__ void k(float* x) { x[0] = 1.0f; }\n"

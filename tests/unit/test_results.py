@@ -8,9 +8,9 @@ import re
 from click.testing import CliRunner
 
 from autograder import cli
-from autograder import results as gradescope
-from autograder.model import Grade, ItemResult
-from autograder.results import build_results, fallback_results
+from autograder.grading import results as gradescope
+from autograder.grading.grade import Grade, ItemResult
+from autograder.grading.results import build_results, fallback_results
 
 from .fake_backend import open_fake_backends
 
@@ -35,7 +35,7 @@ def test_a_student_fence_cannot_break_out_of_its_block():
 
 
 def test_items_are_markdown_code_blocks(course, backends):
-    from autograder import pipeline
+    from autograder.grading import pipeline
 
     graded = pipeline.grade_submission(course.root / "reference", course, backends, seed=3)
     hostile = dataclasses.replace(graded.items[0], output=ESCAPE)
@@ -49,7 +49,7 @@ def test_items_are_markdown_code_blocks(course, backends):
 
 
 def test_extra_data_has_backend_and_version_never_the_seed(course, backends):
-    from autograder import pipeline
+    from autograder.grading import pipeline
 
     graded = pipeline.grade_submission(course.root / "reference", course, backends, seed=918273645)
     results = build_results(graded, course.rubric)

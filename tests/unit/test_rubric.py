@@ -2,11 +2,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder.backends.base import COUNTER_NAMES, FINDING_CHECKS
-from autograder.checks import SCORERS
-from autograder.rubric import RubricError, load_rubric
-from autograder.spec import load_specs
-from autograder.vocabulary import CHECKS, METRICS
+from autograder.contract import COUNTER_NAMES, FINDING_CHECKS
+from autograder.course.rubric import RubricError, load_rubric
+from autograder.course.spec import load_specs
+from autograder.course.vocabulary import CHECKS, METRICS
+from autograder.grading.checks import SCORERS
 
 GROUPS = {"vec": {"aligned": (), "ragged": (), "safety": (), "perf": ()}, "grid2d": {"aligned": ()}}
 

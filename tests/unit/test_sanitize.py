@@ -4,12 +4,12 @@ import sys
 
 import numpy as np
 
-from autograder import sanitize
-from autograder.backends.base import Buffer, Launch, Program, Scalar
 from autograder.backends.worker import WorkerBackend
-from autograder.model import ItemResult
-from autograder.rubric import Item
-from autograder.sanitizer_report import parse
+from autograder.contract import Buffer, Launch, Program, Scalar
+from autograder.course.rubric import Item
+from autograder.grading import sanitize
+from autograder.grading.grade import ItemResult
+from autograder.grading.sanitizer_report import parse
 
 from .fake_backend import FakeBackend
 from .test_sanitizer_report import MEMCHECK, RACECHECK_HAZARD
@@ -17,7 +17,7 @@ from .test_sanitizer_report import MEMCHECK, RACECHECK_HAZARD
 ADD = "def vector_add(ctx, a, b, c, n):\n    c[:n] = a[:n] + b[:n]\n"
 HANG = "import time\ndef vector_add(ctx, a, b, c, n):\n    time.sleep(60)\n"
 CRASH = (
-    "from autograder.backends.base import LaunchFailure\n"
+    "from autograder.contract import LaunchFailure\n"
     "def vector_add(ctx, a, b, c, n):\n"
     "    raise LaunchFailure('an illegal memory access was encountered')\n"
 )

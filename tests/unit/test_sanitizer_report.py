@@ -4,8 +4,8 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder import sanitizer_report as report
-from autograder.backends.base import FINDING_CHECKS, Buffer, Launch, Program, Scalar
+from autograder.contract import FINDING_CHECKS, Buffer, Launch, Program, Scalar
+from autograder.grading import sanitizer_report as report
 
 MEMCHECK = """\
 ========= COMPUTE-SANITIZER

@@ -31,10 +31,11 @@ import uvicorn
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from autograder import batch, cli, serve
-from autograder.gpu_service import Token
-from autograder.model import read_course
-from autograder.policy import MAX_SOURCE_BYTES
+from autograder import cli
+from autograder.course.folder import read_course
+from autograder.course.policy import MAX_SOURCE_BYTES
+from autograder.delivery import batch, serve
+from autograder.delivery.gpu_service import Token
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE = read_course(ROOT)
@@ -433,6 +434,6 @@ def test_the_log_level_option_decides_whether_jobs_and_requests_are_logged(
 def test_importing_the_service_leaves_ray_to_batch_start_ray():
     """Ray reads its authentication mode when imported; ``batch`` chooses it for the embedded
     cluster first, so an earlier import made ``autograder serve`` fail to start Ray."""
-    code = "import sys, autograder.serve; print('ray' in sys.modules)"
+    code = "import sys, autograder.delivery.serve; print('ray' in sys.modules)"
     imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert imported.stdout.strip() == "False"

@@ -1,9 +1,9 @@
 import pytest
 
-from autograder.spec import SpecError, dim3, evaluate, load_spec, load_specs
+from autograder.course.spec import SpecError, dim3, evaluate, load_spec, load_specs
 
 GOOD = """
-from autograder.spec import Array, Spec
+from autograder.course.spec import Array, Spec
 SPEC = Spec(name="{name}", kernel="k", args=(Array("x", "n"),), block=("T",), grid=("cdiv(n, T)",),
             cases={{"aligned": ({{"n": 64, "T": 32}},)}}, reference=lambda x: {{"x": x}})
 """

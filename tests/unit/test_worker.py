@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder import pipeline
-from autograder.backends import Backends
-from autograder.backends.base import (
+from autograder.backends.registry import Backends
+from autograder.backends.worker import SHARED_BYTES, WorkerBackend, WorkerError, receive, send
+from autograder.contract import (
     Buffer,
     CompileError,
     Launch,
@@ -20,7 +20,7 @@ from autograder.backends.base import (
     Program,
     Scalar,
 )
-from autograder.backends.worker import SHARED_BYTES, WorkerBackend, WorkerError, receive, send
+from autograder.grading import pipeline
 
 from .fake_backend import FakeBackend
 
@@ -29,7 +29,7 @@ HANG = "import time\ndef k(ctx, x, n):\n    while True:\n        time.sleep(0.01
 EXIT = "import os\ndef k(ctx, x, n):\n    os._exit(3)\n"
 SEGFAULT = "import ctypes\ndef k(ctx, x, n):\n    ctypes.string_at(0)\n"
 BUG = "def k(ctx, x, n):\n    raise KeyError('emulator bug')\n"
-CRASH = "from autograder.backends.base import LaunchFailure as F\ndef k(ctx, x, n):\n    raise F('x')\n"
+CRASH = "from autograder.contract import LaunchFailure as F\ndef k(ctx, x, n):\n    raise F('x')\n"
 
 
 def launch(source, limit_s=2.0):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder.backends.base import Buffer, Launch, LaunchResult, Program
+from autograder.contract import Buffer, Launch, LaunchResult, Program
 
 HERE = Path(__file__).parent
 GRID, BLOCK, DYNAMIC_SHARED = (4, 1, 1), (64, 1, 1), 3000

@@ -1,0 +1,329 @@
+"""The GPU grading service, seen from the grader: the items not run here, graded there.
+
+Hosted Gradescope has no GPU, so ``autograder grade`` scores every timed item "not run: needs a
+GPU". When a GPU service is configured (``AUTOGRADER_GPU_URL`` and ``AUTOGRADER_GPU_TOKEN``, or
+the course root's ``gpu-service.json``, which ``autograder gradescope --gpu-url`` bakes into the
+zip), :func:`completed` sends the kernel of each assignment with such items, and the run's own
+secret seed, to the service (``autograder serve``, docs/gpu-service.md), waits up to a deadline
+inside the submission's time limit, and puts the service's verdicts in place of those items.
+Whatever goes wrong (no answer, a refusal, an answer that is not a grading), the items stay
+exactly as they were, not run, with the reason appended, and nothing else changes.
+
+Standard library only (``urllib.request``): the base install has no HTTP client of its own.
+The token file's format is read here too, for ``autograder serve`` and ``autograder gradescope``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from autograder.course import discovery
+from autograder.course.folder import Course
+from autograder.course.policy import read_source
+from autograder.course.rubric import Item
+from autograder.feedback import capped, two_decimals
+from autograder.grading.grade import Grade, ItemResult
+
+URL_VARIABLE = "AUTOGRADER_GPU_URL"
+TOKEN_VARIABLE = "AUTOGRADER_GPU_TOKEN"
+CONFIG_FILE = "gpu-service.json"  # in the course root; `autograder gradescope --gpu-url` writes it
+GRADE_PATH = "/v1/grade"
+WAIT_CAP_S = 600.0  # the longest the grader waits for the service, however much time is left
+MARGIN_S = 30.0  # of the submission's time limit, kept for writing the results
+MIN_WAIT_S = 1.0  # less time left than this: the service is not asked
+SERVICE_SHARE = 0.9  # of the wait, the deadline the service is given: its "not run" arrives in time
+MAX_ANSWER_BYTES = 16 << 20
+MIN_TOKEN_CHARS = 16
+_VERDICT_FIELDS = {
+    "score": (int, float),
+    "max_score": (int, float),
+    "feedback": str,
+    "regrade": bool,
+    "not_run": (str, type(None)),
+    "evidence": dict,
+}
+
+
+@dataclass(frozen=True)
+class Token:
+    name: str  # for the service's log
+    secret: str
+
+
+def read_tokens(path: Path) -> list[Token]:
+    """The tokens of a token file: one a line, ``token`` or ``name:token``; ``#`` comments.
+
+    A ValueError names the line of a token shorter than ``MIN_TOKEN_CHARS`` or holding a space,
+    and a file with no token.
+    """
+    tokens = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, _, secret = line.rpartition(":")
+        if len(secret) < MIN_TOKEN_CHARS or secret != "".join(secret.split()):
+            raise ValueError(
+                f"{path.name}:{number}: a token is at least {MIN_TOKEN_CHARS} characters with no space "
+                "(python3 -c 'import secrets; print(secrets.token_urlsafe(32))' makes one)"
+            )
+        tokens.append(Token(name.strip() or f"line {number}", secret))
+    if not tokens:
+        raise ValueError(f"{path.name} holds no token")
+    return tokens
+
+
+@dataclass(frozen=True)
+class Service:
+    url: str  # http(s)://host[:port][/prefix]
+    token: str
+
+    @property
+    def where(self) -> str:
+        """The service as a student's feedback names it: its host and port, never its token."""
+        return f"the GPU service at {_host_port(self.url)}"
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a GPU service's address; None when it can. The reason reaches every
+    student's results.json, so it shows no more of the URL than :func:`public_url` does.
+
+    A user name or password in the URL is refused: the URL's host is shown to students and TAs,
+    and the token has its own place (a token file, ``AUTOGRADER_GPU_TOKEN``), never shown."""
+    if "@" in url:
+        return (
+            "the GPU service's URL holds a user name or password (an @); give http(s)://HOST[:PORT] "
+            f"and the token in a token file or {TOKEN_VARIABLE}"
+        )
+    shape = "is not http(s)://HOST[:PORT][/PREFIX]"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 (a port that is not a number raises ValueError here)
+    except ValueError:
+        return f"the GPU service's URL {shape}"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"the GPU service's URL {parts.scheme}://{parts.netloc} {shape}"
+    if parts.query or parts.fragment:
+        return f"the GPU service's URL {public_url(url)}/… has a query or fragment: it {shape}"
+    return None
+
+
+def public_url(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``: all of it that students and TAs are shown (a user,
+    password, path or query may hold a secret)."""
+    return f"{urllib.parse.urlsplit(url).scheme}://{_host_port(url)}"
+
+
+def _host_port(url: str) -> str:
+    return urllib.parse.urlsplit(url).netloc.rpartition("@")[2]
+
+
+def configured(course_root: Path, url: str | None = None) -> Service | None:
+    """The service ``url`` (else the environment's, else the course's ``gpu-service.json``) names,
+    with the environment's token, else the file's; None when nothing names one."""
+    baked = _baked(course_root / CONFIG_FILE)
+    url = url or os.environ.get(URL_VARIABLE) or baked.get("url")
+    token = os.environ.get(TOKEN_VARIABLE) or baked.get("token") or ""
+    return Service(str(url), str(token)) if url else None
+
+
+def _baked(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def wait_within(remaining_s: float) -> float:
+    """How long to wait for the service when ``remaining_s`` of the submission's time limit is left."""
+    return min(WAIT_CAP_S, remaining_s - MARGIN_S)
+
+
+def needs_service(result: ItemResult) -> bool:
+    """An item that could not run here (no GPU): the service is asked for it."""
+    return result.not_run is not None
+
+
+def completed(
+    grade: Grade,
+    course: Course,
+    submission: Path,
+    service: Service | None,
+    wait_s: float,
+    wanted: Callable[[ItemResult], bool] = needs_service,
+    progress: Callable[[ItemResult], None] | None = None,
+) -> Grade:
+    """``grade`` with its ``wanted`` items graded by ``service``, or, where it could not, not run
+    with the reason appended. Every assignment is asked at once; none waits past ``wait_s``."""
+    names = list(dict.fromkeys(r.item.assignment for r in grade.items if wanted(r)))
+    if service is None or not names:
+        return grade
+    started = time.monotonic()
+    sources = _sources(submission, course, names)
+
+    def ask(name: str):
+        items = [r.item for r in grade.items if wanted(r) and r.item.assignment == name]
+        return _outcome(service, name, sources[name], grade.seed, wait_s, items)
+
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:  # each waits at most wait_s
+        outcomes = dict(zip(names, pool.map(ask, names), strict=True))
+    items = []
+    for result in grade.items:
+        merged = _merged(result, outcomes[result.item.assignment], service) if wanted(result) else result
+        if progress and merged is not result and merged.not_run is None:  # graded there
+            progress(merged)
+        items.append(merged)
+    return replace(grade, items=tuple(items), elapsed_s=grade.elapsed_s + time.monotonic() - started)
+
+
+def _sources(submission: Path, course: Course, names: list[str]) -> dict[str, tuple[str, str] | None]:
+    """Each assignment's kernel as grading read it (``discovery``, then the source policy): its
+    file's name (sent, so that the service's feedback names the student's file) and its text."""
+    kernels = {name: spec.kernel for name, spec in course.specs.items()}
+    with discovery.opened(submission, kernels) as found:
+        return {name: _source(found, name) for name in names}
+
+
+def _source(found: discovery.Submission, name: str) -> tuple[str, str] | None:
+    path, problem = found.locate(name)
+    source, problem = read_source(path) if path else ("", problem)
+    return None if problem or path is None else (path.name, source)
+
+
+def _outcome(
+    service: Service,
+    assignment: str,
+    source: tuple[str, str] | None,
+    seed: int,
+    wait_s: float,
+    items: list[Item],
+) -> tuple[str, dict[str, dict]] | str:
+    """The service's backend and its verdict on each of ``items``; or why there is none."""
+    problem = url_problem(service.url)
+    if problem:
+        return problem
+    if not service.token:
+        return f"no token for {service.where} is configured"
+    if source is None:
+        return "its kernel could not be read again to send it"
+    if wait_s < MIN_WAIT_S:
+        return f"no time was left to ask {service.where}"
+    filename, text = source
+    request = {
+        "assignment": assignment,
+        "filename": filename,
+        "source": text,
+        "seed": seed,
+        "deadline_s": SERVICE_SHARE * wait_s,
+    }
+    try:
+        return _verdicts(_post(service, request, wait_s), items, service)
+    except (OSError, ValueError, RecursionError, http.client.HTTPException) as e:  # never a lost grade
+        return _why(e, service, wait_s)
+
+
+def _post(service: Service, request: dict, wait_s: float) -> bytes:
+    """POST ``request`` to the service; its answer's bytes (an HTTPError for any status but 200)."""
+    sent = urllib.request.Request(
+        service.url.rstrip("/") + GRADE_PATH,
+        data=json.dumps(request, ensure_ascii=False).encode(),
+        headers={"Authorization": f"Bearer {service.token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(sent, timeout=wait_s) as answer:  # the URL is http(s): url_problem
+        data = answer.read(MAX_ANSWER_BYTES + 1)
+    if len(data) > MAX_ANSWER_BYTES:
+        raise ValueError(f"more than {MAX_ANSWER_BYTES} bytes")
+    return data
+
+
+def _verdicts(data: bytes, items: list[Item], service: Service) -> tuple[str, dict[str, dict]] | str:
+    """The answer's backend and verdict per item, each checked against our rubric; or, when the
+    service answered that it did not grade, why. A ValueError says what is wrong with it."""
+    answer = json.loads(data)
+    if not isinstance(answer, dict) or not isinstance(answer.get("items"), list):
+        raise ValueError("no list of items")
+    if answer.get("status") != "graded":
+        return f"{service.where} {capped(str(answer.get('reason') or 'did not grade it'), 300)}"
+    given = {v.get("name"): v for v in answer["items"] if isinstance(v, dict)}
+    for item in items:
+        _check(given.get(item.name), item)
+    return str(answer.get("backend") or "unnamed"), {item.name: given[item.name] for item in items}
+
+
+def _check(verdict: dict | None, item: Item) -> None:
+    if verdict is None:
+        raise ValueError(f"no item {item.name!r}")
+    for key, kind in _VERDICT_FIELDS.items():
+        if not isinstance(verdict.get(key), kind):
+            raise ValueError(f"{item.name!r} has no valid {key!r}")
+    there, points = two_decimals(verdict["max_score"]), two_decimals(item.points)
+    if verdict["max_score"] != item.points:
+        raise ValueError(f"{item.name!r} is worth {there} points there, {points} here")
+    if not (math.isfinite(verdict["score"]) and 0 <= verdict["score"] <= item.points):
+        raise ValueError(f"{item.name!r} scores {verdict['score']:g} of {points}")
+
+
+def _why(error: Exception, service: Service, wait_s: float) -> str:
+    """What went wrong, in a sentence for the student's feedback (no traceback, no path)."""
+    where = service.where
+    if isinstance(error, urllib.error.HTTPError):
+        return f"{where} refused it (HTTP {error.code}{_detail(error)})"
+    cause = error.reason if isinstance(error, urllib.error.URLError) else error
+    if isinstance(cause, TimeoutError):
+        return f"{where} did not answer within {two_decimals(wait_s)} s"
+    if isinstance(error, ValueError | RecursionError):
+        return f"{where} answered something that is not a grading ({capped(str(error), 300)})"
+    if isinstance(cause, OSError):
+        return f"{where} could not be reached: {str(cause.strerror or cause).lower()}"
+    return f"{where} broke off its answer ({type(error).__name__})"
+
+
+def _detail(error: urllib.error.HTTPError) -> str:
+    """``: DETAIL`` from a refusal's JSON body ``{"detail": "..."}``; nothing otherwise."""
+    try:
+        detail = json.loads(error.read(4096)).get("detail")
+    except (OSError, ValueError, AttributeError, http.client.HTTPException):
+        return ""
+    return f": {capped(detail, 300)}" if isinstance(detail, str) else ""
+
+
+def _merged(result: ItemResult, outcome: tuple[str, dict[str, dict]] | str, service: Service) -> ItemResult:
+    """``result`` as the service graded it; or, where it could not, with the reason appended."""
+    if isinstance(outcome, str):
+        return _with_reason(result, outcome)
+    backend, verdicts = outcome
+    verdict = verdicts[result.item.name]
+    if verdict["not_run"]:
+        return _with_reason(result, f"{service.where} could not run it either ({verdict['not_run']})")
+    return ItemResult(
+        result.item,
+        float(verdict["score"]),
+        f"{verdict['feedback']}\n(graded on the GPU service, on its {backend} backend)",
+        {**verdict["evidence"], "gpu_service": {"url": public_url(service.url), "backend": backend}},
+        regrade=verdict["regrade"],
+    )
+
+
+def _with_reason(result: ItemResult, reason: str) -> ItemResult:
+    """An item not run here stays so, saying why the service did not grade it; one graded here stays."""
+    if result.not_run is None:
+        return result
+    return replace(
+        result,
+        output=f"{result.output}\n({reason})",
+        not_run=f"{result.not_run}; {reason}",
+        evidence={**result.evidence, "gpu_service": {"error": reason}},
+    )
