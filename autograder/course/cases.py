@@ -20,10 +20,12 @@ from __future__ import annotations
 import hashlib
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from autograder.contract import Buffer, Launch, Program, TimingRequest
 from autograder.contract import Scalar as ScalarArg
@@ -31,6 +33,7 @@ from autograder.course.spec import Array, Case, Draw, Spec, SpecError, dim3, eva
 
 TIMING_INPUT_SETS = 3  # input sets a timed case rotates through (sets 1..3; grading runs set 0)
 DRAW_TRIES = 10_000  # values tried for one drawn size before the spec's bounds are called too tight
+T = TypeVar("T")
 
 
 def case_seed(secret: int, assignment: str, group: str, index: int, launch: int = 0) -> int:
@@ -39,7 +42,7 @@ def case_seed(secret: int, assignment: str, group: str, index: int, launch: int 
     return int.from_bytes(digest[:8], "little")
 
 
-def sentinel(dtype: np.dtype) -> float | int:
+def sentinel(dtype: npt.DTypeLike) -> float | int:
     """What an output holds before the launch: NaN, or an integer no kernel computes by chance."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
@@ -48,7 +51,7 @@ def sentinel(dtype: np.dtype) -> float | int:
     return info.min if dtype.kind == "i" else info.max
 
 
-def unwritten(dtype: np.dtype, values: np.ndarray) -> np.ndarray:
+def unwritten(dtype: npt.DTypeLike, values: np.ndarray) -> np.ndarray:
     """Where ``values`` still hold the sentinel."""
     if np.dtype(dtype).kind == "f":
         return np.isnan(values)
@@ -80,7 +83,7 @@ def _negate_where(values: np.ndarray, signs: np.ndarray) -> None:
     values as ``np.negative(..., where=...)``, about six times faster on 2**26 elements."""
     itemsize = values.dtype.itemsize
     if values.dtype.kind == "f" and sys.byteorder == "little" and values.size:
-        top = values.view(np.uint8)[itemsize - 1 :: itemsize]  # the byte holding the sign bit
+        top: np.ndarray = values.view(np.uint8)[itemsize - 1 :: itemsize]  # the byte holding the sign bit
         np.bitwise_xor(top, np.left_shift(signs, 7, out=signs), out=top)
     else:
         np.negative(values, out=values, where=signs.view(bool))
@@ -176,7 +179,7 @@ def is_drawn(spec: Spec, group: str, index: int) -> bool:
 def with_drawn(spec: Spec, secret: int) -> Spec:
     """``spec`` with the cases each group draws (``Spec.draws``) for the run with ``secret``:
     the same cases for the same secret, other sizes for another."""
-    listed: dict[str, set] = {}
+    listed: dict[str, set[int | float]] = {}
     for case in (c for cases in spec.cases.values() for c in cases):
         for name, value in case.items():
             listed.setdefault(name, set()).add(value)
@@ -188,7 +191,7 @@ def with_drawn(spec: Spec, secret: int) -> Spec:
     return replace(spec, drawn=drawn)
 
 
-def _drawn(draw: Draw, listed: dict[str, set], rng: np.random.Generator) -> Case:
+def _drawn(draw: Draw, listed: dict[str, set[int | float]], rng: np.random.Generator) -> Case:
     case = dict(draw.like)
     for name, (low, high) in draw.sizes.items():
         tile = int(evaluate(draw.tile[name], draw.like)) if name in draw.tile else None
@@ -251,24 +254,27 @@ def timing_requests(
         )
 
     per_case = list(zip(*sets, strict=True))
-    following = Background(request, per_case[0]) if per_case else None
-    for index in range(len(per_case)):
+    if not per_case:
+        return
+    following = Background(request, per_case[0])
+    for refs in per_case[1:]:
         current = following.result()
-        following = Background(request, per_case[index + 1]) if index + 1 < len(per_case) else None
+        following = Background(request, refs)
         yield current
+    yield following.result()
 
 
-class Background:
+class Background(Generic[T]):
     """``function(*args)`` computed in a daemon thread (an exit never waits for it); ``result()``
     waits for it and returns its value or raises its exception."""
 
-    def __init__(self, function: Callable, *args):
+    def __init__(self, function: Callable[..., T], *args: object):
         self._done = threading.Event()
-        self._value = None
+        self._value: T  # set by _run unless it sets _error
         self._error: BaseException | None = None
         threading.Thread(target=self._run, args=(function, args), daemon=True).start()
 
-    def _run(self, function: Callable, args: tuple) -> None:
+    def _run(self, function: Callable[..., T], args: tuple[object, ...]) -> None:
         try:
             self._value = function(*args)
         except BaseException as e:  # handed to whoever asks for the result
@@ -280,7 +286,7 @@ class Background:
         """Wait until it is done (its value or exception is left for ``result``)."""
         self._done.wait()
 
-    def result(self):
+    def result(self) -> T:
         self._done.wait()
         if self._error is not None:
             raise self._error
@@ -291,7 +297,7 @@ def prepare(spec: Spec, source: str, ref: GroupCase, time_limit_s: float) -> Pre
     """Evaluate sizes, scalars, defines and geometry for the case and build the launch."""
     case = ref.case
     inputs = make_inputs(spec, case, ref.seed)
-    args = []
+    args: list[Buffer | ScalarArg] = []
     for arg in spec.args:
         if isinstance(arg, Array):
             args.append(_buffer(arg, case, inputs))
@@ -317,13 +323,13 @@ def bare_launch(spec: Spec, source: str, case: Case, time_limit_s: float) -> Lau
 def _buffer(array: Array, case: Case, inputs: dict[str, np.ndarray]) -> Buffer:
     if array.name in inputs:
         return Buffer(array.name, inputs[array.name].copy(), is_output=array.intent == "inout")
-    poisoned = np.full(array_size(array, case), sentinel(array.dtype), dtype=array.dtype)
+    poisoned: np.ndarray = np.full(array_size(array, case), sentinel(array.dtype), dtype=array.dtype)
     return Buffer(array.name, poisoned, is_output=True)
 
 
 def reference_outputs(spec: Spec, case: Case, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The spec's numpy reference in float64, outputs flattened, by name."""
-    kwargs = {}
+    kwargs: dict[str, np.ndarray | int | float] = {}
     for arg in spec.args:
         if isinstance(arg, Array) and arg.name in inputs:
             kwargs[arg.name] = inputs[arg.name].astype(np.float64).reshape(array_shape(arg, case))
@@ -345,7 +351,7 @@ def reference_outputs(spec: Spec, case: Case, inputs: dict[str, np.ndarray]) -> 
     return flat
 
 
-def _check_reference_names(spec: Spec, outputs: dict) -> None:
+def _check_reference_names(spec: Spec, outputs: Mapping[str, object]) -> None:
     """Every ``out`` array returned, nothing else: an output left out would go unchecked."""
     names = {a.name for a in arrays(spec) if a.intent != "in"}
     missing = [a.name for a in arrays(spec) if a.intent == "out" and a.name not in outputs]

@@ -36,6 +36,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from autograder.course.policy import MAX_SOURCE_BYTES, code_only
 from autograder.errors import AutograderError
@@ -147,7 +148,7 @@ def _named_like(rel: str, name: str) -> bool:
     return path.suffix.lower() == _SUFFIX and name_key(path.stem) == name_key(name)
 
 
-def _declaration(kernel: str) -> re.Pattern:
+def _declaration(kernel: str) -> re.Pattern[str]:
     """``__global__``, then qualifiers and the return type (no ``;`` or braces), then ``kernel(``."""
     return re.compile(rf"\b__global__\b[^;{{}}]*?(?<![\w$]){re.escape(kernel)}\s*\(")
 
@@ -262,7 +263,7 @@ def _safe_entries(infos: list[zipfile.ZipInfo]) -> list[tuple[tuple[str, ...], z
     return wanted
 
 
-def _copy(source, sink, left: int) -> int:
+def _copy(source: IO[bytes], sink: IO[bytes], left: int) -> int:
     """Copy an entry, at most ``left`` bytes (zipfile itself stops at the declared size and checks it)."""
     written = 0
     while chunk := source.read(1 << 16):

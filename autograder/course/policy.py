@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from autograder.backends.compiler import STANDARD_HEADERS
@@ -103,14 +104,17 @@ def code_only(source: str) -> str:
     return _preprocessed(_logical_lines(source)[0])[0]
 
 
-def _preprocessed(spliced: str):
+def _preprocessed(spliced: str) -> tuple[str, Callable[[int], int]]:
     """Comments as one space, literals blanked; and a map from its positions back to ``spliced``'s."""
-    pieces, starts, origins, position, last = [], [], [], 0, 0
+    pieces: list[str] = []
+    starts: list[int] = []  # where each piece starts in the text returned
+    origins: list[int] = []  # and where it starts in ``spliced``
+    position, last = 0, 0
     for match in _TOKEN.finditer(spliced):
-        for piece, origin in ((spliced[last : match.start()], last), (_token_text(match), match.start())):
+        for piece, where in ((spliced[last : match.start()], last), (_token_text(match), match.start())):
             pieces.append(piece)
             starts.append(position)
-            origins.append(origin)
+            origins.append(where)
             position += len(piece)
         last = match.end()
     pieces.append(spliced[last:])
@@ -124,7 +128,7 @@ def _preprocessed(spliced: str):
     return "".join(pieces), origin
 
 
-def _token_text(match: re.Match) -> str:
+def _token_text(match: re.Match[str]) -> str:
     if match.group("comment"):
         return " "
     if match.group("literal"):
@@ -134,7 +138,9 @@ def _token_text(match: re.Match) -> str:
 
 def _logical_lines(source: str) -> tuple[str, list[int]]:
     """Splice backslash-continued lines; return the text and each logical line's first line number."""
-    logical, starts, pending, start = [], [], "", 1
+    logical: list[str] = []
+    starts: list[int] = []
+    pending, start = "", 1
     for number, line in enumerate(source.replace("\r\n", "\n").split("\n"), start=1):
         if not pending:
             start = number

@@ -9,9 +9,10 @@ The format is documented in ``docs/design.md`` (rubric.yaml section).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 import yaml
 
@@ -23,6 +24,10 @@ _TOP_KEYS = ("course", "backend", "limits", "leaderboard", "assignments")
 _LIMIT_KEYS = ("compile_s", "case_s", "submission_s", "emulator_mb")
 _ASSIGNMENT_KEYS = ("items",)
 _ITEM_KEYS = ("check", "cases", "points", "name", "visibility", "metric", "full_at", "zero_at", "at_least")
+
+
+# every assignment of the course -> the names of its case groups (a spec's ``cases``)
+CaseGroups = Mapping[str, Collection[str]]
 
 
 class RubricError(AutograderError):
@@ -68,7 +73,16 @@ class Rubric:
         return tuple(item for items in self.assignments.values() for item in items)
 
 
-def load_rubric(path: Path, case_groups: Mapping[str, Mapping] | None = None) -> Rubric:
+class _Ratio(TypedDict, total=False):
+    """An item's fields of a ratio check (traffic, performance) or a resources check."""
+
+    metric: str
+    full_at: float
+    zero_at: float
+    at_least: float
+
+
+def load_rubric(path: Path, case_groups: CaseGroups | None = None) -> Rubric:
     """Load and validate ``path``.
 
     ``case_groups`` maps every assignment of the course to its case groups (a spec's
@@ -97,7 +111,9 @@ class _Reader:
         line = f":{node.start_mark.line + 1}" if node is not None else ""
         return RubricError(f"{self.path}{line}: {message}")
 
-    def mapping(self, node: yaml.Node | None, what: str, keys: tuple[str, ...] | None) -> dict:
+    def mapping(
+        self, node: yaml.Node | None, what: str, keys: tuple[str, ...] | None
+    ) -> dict[str, yaml.Node]:
         """The entries of a mapping node; ``keys`` are the allowed keys (None: any)."""
         if not isinstance(node, yaml.MappingNode):
             raise self.error(node, f"{what} must be a mapping")
@@ -111,7 +127,8 @@ class _Reader:
             entries[key] = value_node
         return entries
 
-    def scalar(self, node: yaml.Node):
+    def scalar(self, node: yaml.Node) -> object:
+        """The value yaml's safe loader makes of a scalar node (a str, int, float, bool, None, date...)."""
         if not isinstance(node, yaml.ScalarNode):
             raise self.error(node, "expected a single value here")
         return self._scalars.construct_object(node)
@@ -131,11 +148,11 @@ class _Reader:
 
     def choice(self, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> str:
         value = self.scalar(node)
-        if value not in allowed:
+        if not isinstance(value, str) or value not in allowed:
             raise self.error(node, f"unknown {what} {node.value!r} (allowed: {', '.join(allowed)})")
         return value
 
-    def rubric(self, root: yaml.Node | None, case_groups: Mapping[str, Mapping] | None) -> Rubric:
+    def rubric(self, root: yaml.Node | None, case_groups: CaseGroups | None) -> Rubric:
         if root is None:
             raise RubricError(f"{self.path}: the file is empty")
         top = self.mapping(root, "the rubric", _TOP_KEYS)
@@ -159,7 +176,7 @@ class _Reader:
                 raise self.error(entries[key], f"limits.{key} must be positive")
         return Limits(**values)
 
-    def assignments(self, node: yaml.Node, case_groups: Mapping[str, Mapping] | None):
+    def assignments(self, node: yaml.Node, case_groups: CaseGroups | None) -> dict[str, tuple[Item, ...]]:
         entries = self.mapping(node, "assignments", None)
         if case_groups is not None:
             self.same_assignments(node, entries, case_groups)
@@ -168,7 +185,9 @@ class _Reader:
             for name, value in entries.items()
         }
 
-    def same_assignments(self, node: yaml.MappingNode, entries: dict, case_groups: Mapping) -> None:
+    def same_assignments(
+        self, node: yaml.MappingNode, entries: Mapping[str, yaml.Node], case_groups: CaseGroups
+    ) -> None:
         for key_node, _value in node.value:
             if key_node.value not in case_groups:
                 raise self.error(
@@ -180,7 +199,7 @@ class _Reader:
         if missing:
             raise self.error(node, f"no rubric entry for assignment(s) {', '.join(missing)}")
 
-    def assignment(self, name: str, node: yaml.Node, groups: Mapping | None) -> tuple[Item, ...]:
+    def assignment(self, name: str, node: yaml.Node, groups: Collection[str] | None) -> tuple[Item, ...]:
         entries = self.mapping(node, f"assignment {name!r}", _ASSIGNMENT_KEYS)
         items_node = entries.get("items")
         if not isinstance(items_node, yaml.SequenceNode) or not items_node.value:
@@ -189,7 +208,7 @@ class _Reader:
         self.unique_names(items, items_node)
         return items
 
-    def item(self, assignment: str, node: yaml.Node, groups: Mapping | None) -> Item:
+    def item(self, assignment: str, node: yaml.Node, groups: Collection[str] | None) -> Item:
         what = f"an item of {assignment!r}"
         entries = self.mapping(node, what, _ITEM_KEYS)
         for key in ("check", "cases", "points"):
@@ -220,7 +239,7 @@ class _Reader:
             **ratio,
         )
 
-    def ratio(self, check: str, entries: dict[str, yaml.Node], node: yaml.Node, what: str) -> dict:
+    def ratio(self, check: str, entries: dict[str, yaml.Node], node: yaml.Node, what: str) -> _Ratio:
         if check == "resources":
             return self.resource_rule(entries, node, what)
         if "at_least" in entries:
@@ -242,7 +261,7 @@ class _Reader:
         metric = self.choice(entries["metric"], f"{check} metric", METRICS[check])
         return {"metric": metric, "full_at": full_at, "zero_at": zero_at}
 
-    def resource_rule(self, entries: dict[str, yaml.Node], node: yaml.Node, what: str) -> dict:
+    def resource_rule(self, entries: dict[str, yaml.Node], node: yaml.Node, what: str) -> _Ratio:
         """``metric: spills`` (no spills), or ``metric: occupancy`` with ``at_least`` (0 < f <= 1)."""
         extra = [key for key in ("full_at", "zero_at") if key in entries]
         if extra:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from autograder.contract import COUNTER_NAMES, VALUES_FROM_BYTES
 from autograder.errors import AutograderError
@@ -80,13 +81,14 @@ class Spec:
     block: tuple[str, ...]  # up to three expressions
     grid: tuple[str, ...]
     cases: Mapping[str, tuple[Case, ...]]
-    reference: Callable[..., dict]
+    reference: Callable[..., Mapping[str, npt.ArrayLike]]  # the numpy reference: outputs by name
     tolerance: Tolerance = Tolerance()
     defines: Mapping[str, str] = field(default_factory=dict)  # -D NAME=<expression>
     shared_bytes: str = "0"  # dynamic shared memory, an expression of the case
     flops: str = "0"  # arithmetic any correct kernel must do, an expression (physical floor)
     time_limit_s: float = 20.0  # per launch
-    inputs: Callable | None = None  # (rng, case) -> {name: array}; default uniform, never 0
+    # (rng, case) -> {name: array}; default uniform, never 0
+    inputs: Callable[[np.random.Generator, Case], Mapping[str, npt.ArrayLike]] | None = None
     # the lecture's closed forms: counter (backends.base.COUNTER_NAMES) -> an expression of the
     # case, shown by ``autograder profile`` beside the student's and the reference's counts
     ledger: Mapping[str, str] = field(default_factory=dict)
@@ -110,7 +112,7 @@ class Spec:
         return np.dtype(inputs[0].dtype if inputs else Array.dtype).itemsize
 
 
-_OPERATORS = {
+_OPERATORS: dict[type[ast.operator | ast.unaryop], Callable[..., int | float]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -121,7 +123,7 @@ _OPERATORS = {
     ast.USub: operator.neg,
     ast.UAdd: operator.pos,
 }
-_FUNCTIONS = {
+_FUNCTIONS: dict[str, Callable[..., int | float]] = {
     "cdiv": lambda a, b: -(-a // b),
     "min": min,
     "max": max,
@@ -147,7 +149,7 @@ def evaluate(expression: str | int | float, case: Case) -> int | float:
         raise SpecError(f"cannot evaluate {expression!r} for case {dict(case)}: {e}") from e
 
 
-def _eval(node: ast.AST, case: Case):
+def _eval(node: ast.AST, case: Case) -> int | float:
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
         return node.value
     if isinstance(node, ast.Name):
@@ -164,8 +166,11 @@ def _eval(node: ast.AST, case: Case):
 
 
 def dim3(expressions: tuple[str, ...], case: Case) -> tuple[int, int, int]:
-    values = [int(evaluate(e, case)) for e in expressions]
-    return (*values, *[1] * (3 - len(values)))  # type: ignore[return-value]
+    """Launch geometry (x, y, z) from up to three expressions; those not given are 1."""
+    if len(expressions) > 3:  # a fourth would make a launch no GPU has (load_spec refuses it)
+        raise SpecError(f"{expressions}: launch geometry has at most three expressions (x, y, z)")
+    x, y, z = [int(evaluate(e, case)) for e in expressions] + [1] * (3 - len(expressions))
+    return x, y, z
 
 
 class SpecError(AutograderError):
@@ -189,6 +194,9 @@ def load_spec(directory: Path) -> Spec:
         raise SpecError(f"{path}: defines no SPEC = Spec(...)")
     if spec.name != directory.name:
         raise SpecError(f"{path}: SPEC.name is {spec.name!r}, the folder is {directory.name!r}")
+    for what, expressions in (("block", spec.block), ("grid", spec.grid)):
+        if len(expressions) > 3:
+            raise SpecError(f"{path}: {what} has {len(expressions)} expressions; at most three (x, y, z)")
     empty = [group for group, cases in spec.cases.items() if not cases]
     if empty:  # an item on it would pass every gate with nothing run
         raise SpecError(f"{path}: case group {empty[0]!r} has no cases")

@@ -58,6 +58,10 @@ def test_load_specs_finds_every_spec(tmp_path):
             GOOD.format(name="a").replace('{"aligned"', '{"safety": (), "aligned"'),
             "case group 'safety' has no cases",
         ),
+        (
+            GOOD.format(name="a").replace('block=("T",)', 'block=("T", "1", "1", "1")'),
+            "block has 4 expressions; at most three",
+        ),
     ],
 )
 def test_spec_errors_name_the_file(tmp_path, text, words):
@@ -71,6 +75,12 @@ def test_spec_errors_name_the_file(tmp_path, text, words):
 def test_an_infinite_size_or_geometry_is_a_spec_error():
     with pytest.raises(SpecError, match="not a finite number"):
         dim3(("n * 1e308 * 10",), {"n": 1})
+
+
+def test_geometry_of_more_than_three_expressions_is_a_spec_error():
+    """Not a four-element "dim3" that the backends would read as a launch of the student's."""
+    with pytest.raises(SpecError, match="at most three expressions"):
+        dim3(("T", "1", "1", "1"), {"T": 32})
 
 
 def test_a_course_without_assignments_is_a_spec_error_naming_the_folder(tmp_path):
