@@ -18,7 +18,7 @@ import click
 from autograder.backends.compiler import nvrtc_problem
 from autograder.backends.registry import open_backends, select_backend
 from autograder.contract import BACKEND_NAMES, BackendError, Counters
-from autograder.course import authoring, discovery, policy
+from autograder.course import authoring, policy, submitted, which_assignment
 from autograder.course.cases import find_case, prepare
 from autograder.course.folder import Course, read_course
 from autograder.course.rubric import RubricError
@@ -46,6 +46,8 @@ from autograder.grading.ledger import (
 from autograder.grading.report import write_report
 from autograder.grading.resources import describe, launch_resources
 from autograder.grading.results import build_results, fallback_results, write_results
+from autograder.grading.selfcheck import Verdict
+from autograder.grading.selfcheck import selfcheck as selfcheck_course
 from autograder.profile import roofline
 
 CHECKOUT = Path(__file__).resolve().parents[1]  # a course beside the grader: this repository
@@ -447,14 +449,9 @@ def check(kernel, course_root, backend, assignment):
     sys.exit(0 if all(r.passed or r.not_run for r in graded.items) else 1)
 
 
-def course_kernels(course: Course) -> dict[str, str]:
-    return {name: spec.kernel for name, spec in course.specs.items()}
-
-
 def assignment_of(kernel: Path, course: Course) -> str:
-    """The one assignment ``kernel`` is for, by its name or the kernel it defines (``discovery``)."""
-    with discovery.opened(kernel, course_kernels(course)) as found:
-        names = [name for name in course.rubric.assignments if found.candidates(name)]
+    """The one assignment ``kernel`` is for, or a usage error naming those it could be for."""
+    names = which_assignment.candidates(kernel, course)
     if len(names) == 1:
         return names[0]
     known = ", ".join(f"{name}.cu" for name in course.rubric.assignments)
@@ -645,31 +642,21 @@ def selfcheck(course_root, backend, assignments):
     names = known_assignments(course, assignments or course.rubric.assignments, "--assignment")
     failures = 0
     with backends_for(course, backend) as backends:
-        for name in names:
-            for folder, want_full in (("reference", True), ("starter", False)):
-                graded = pipeline.grade_submission(course.root / folder, course, backends, None, [name])
-                problems = selfcheck_problems(graded.items, want_full)
-                failures += bool(problems)
-                click.echo(selfcheck_line(name, folder, graded.items, problems))
+        for verdict in selfcheck_course(course, backends, names):
+            failures += bool(verdict.problems)
+            click.echo(selfcheck_line(verdict))
     sys.exit(1 if failures else 0)
 
 
-def selfcheck_problems(items: list[ItemResult], want_full: bool) -> list[ItemResult]:
-    """Items that break the expectation; items not run here (no GPU) are excused."""
-    run = [r for r in items if r.not_run is None]
-    if want_full:
-        return [r for r in run if not r.passed]
-    return [r for r in run if r.score > 0 or r.regrade]
-
-
-def selfcheck_line(name: str, folder: str, items: list[ItemResult], problems: list[ItemResult]) -> str:
+def selfcheck_line(verdict: Verdict) -> str:
+    items = verdict.items
     score, points = sum(r.score for r in items), sum(r.item.points for r in items)
-    line = f"{'FAIL' if problems else 'ok  '} {name:<20} {folder:<9} "
+    line = f"{'FAIL' if verdict.problems else 'ok  '} {verdict.assignment:<20} {verdict.folder:<9} "
     line += f"{two_decimals(score)} / {two_decimals(points)}"
     skipped = sorted({f"{r.item.check}: {r.not_run}" for r in items if r.not_run})
     if skipped:
         line += f"  (not run: {'; '.join(skipped)})"
-    for r in problems:
+    for r in verdict.problems:
         output = r.output.replace("\n", "\n       ")
         line += (
             f"\n     {r.item.name}: {two_decimals(r.score)} / {two_decimals(r.item.points)}\n       {output}"
@@ -725,7 +712,7 @@ def profile(submission, assignment, case_texts, seed, as_json, plot, timings, ar
     if assignment not in course.specs:
         raise click.BadParameter(f"no assignment {assignment!r}", param_hint="--assignment")
     spec = course.specs[assignment]
-    with discovery.opened(submission, course_kernels(course)) as found:  # as grading finds it
+    with submitted.opened(submission, course) as found:  # as grading finds it
         path, problem = found.locate(assignment)
         source, problem = policy.read_source(path) if path else ("", problem)
     if problem:

@@ -169,8 +169,8 @@ MUTANTS = [
         "",
     ),
     (
-        "cli: selfcheck ignores a scoring starter",
-        "autograder/cli.py",
+        "selfcheck: a scoring starter passes",
+        "autograder/grading/selfcheck.py",
         "return [r for r in run if r.score > 0 or r.regrade]",
         "return []",
     ),
