@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import signal
 import sys
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, replace
+from dataclasses import asdict, astuple
 from pathlib import Path
 
 import click
 
 from autograder.backends.compiler import nvrtc_problem
 from autograder.backends.registry import open_backends, select_backend
-from autograder.contract import BACKEND_NAMES, BackendError, Counters
-from autograder.course import authoring, policy, submitted, which_assignment
-from autograder.course.cases import find_case, prepare
+from autograder.contract import BACKEND_NAMES, BackendError
+from autograder.course import authoring, submitted, which_assignment
 from autograder.course.folder import Course, read_course
 from autograder.course.rubric import RubricError
 from autograder.course.spec import SpecError
@@ -31,24 +29,14 @@ from autograder.emulator.profile import profile_data, profile_table
 from autograder.feedback import counted, for_student, two_decimals
 from autograder.grading import pipeline
 from autograder.grading.grade import Grade, ItemResult
-from autograder.grading.ledger import (
-    corresponding_lines,
-    first_case,
-    graded_totals,
-    ledger,
-    ledger_table,
-    lines_table,
-    reference_counts,
-    roofline_case,
-    stand_in,
-    timed_scale,
-)
+from autograder.grading.ledger import ledger_table, lines_table
 from autograder.grading.report import write_report
-from autograder.grading.resources import describe, launch_resources
+from autograder.grading.resources import describe
 from autograder.grading.results import build_results, fallback_results, write_results
 from autograder.grading.selfcheck import Verdict
 from autograder.grading.selfcheck import selfcheck as selfcheck_course
 from autograder.profile import roofline
+from autograder.profile.kernel_profile import CaseProfile, Roofline, profile_kernel
 
 CHECKOUT = Path(__file__).resolve().parents[1]  # a course beside the grader: this repository
 GRADESCOPE_SOURCE = Path("/autograder/source")  # where Gradescope's image unpacks the course
@@ -711,47 +699,36 @@ def profile(submission, assignment, case_texts, seed, as_json, plot, timings, ar
     course = course_or_usage_error(course_root)
     if assignment not in course.specs:
         raise click.BadParameter(f"no assignment {assignment!r}", param_hint="--assignment")
-    spec = course.specs[assignment]
-    with submitted.opened(submission, course) as found:  # as grading finds it
-        path, problem = found.locate(assignment)
-        source, problem = policy.read_source(path) if path else ("", problem)
-    if problem:
-        raise click.ClickException(problem)
-    # findings name the student's own file, as grading's do
-    filename = pipeline.submitted_name(path.name, assignment)
+    with submitted.opened(submission, course) as found:  # as grading finds and reads it
+        kernel = submitted.read_submitted(found, assignment)
+    if kernel.problem:
+        raise click.ClickException(kernel.problem)
     if timings and not plot:
         raise click.BadParameter(
             "the timings are drawn on the roofline: give --plot too", param_hint="--timings"
         )
     timed = report_timing(timings, assignment) if timings else None
+    asked = tuple(parse_case(text) for text in case_texts)
     limits = course.rubric.limits
     emulator = select_backend("emulator", limits.compile_s, limits.emulator_mb)
     try:
-        cases = profile_cases(spec, case_texts, bool(plot))
-        runs = [profiled(course, spec, source, case, seed, emulator, filename) for case in cases]
-        measured, title = [], f"{assignment} at {roofline.case_text(runs[-1]['case'])}\n({runs[-1]['which']})"
-        if timed and (counted_on := stand_in(spec, timed["case"])):
-            scale = timed_scale(spec, counted_on, timed["case"])
-            measured = timed_points(course, spec, source, timed, (counted_on, scale), seed, emulator)
-            title = roofline.timed_title(title, counted_on, bool(scale))
-        elif timed:
-            click.echo(f"no aligned case of {assignment} has the timed case's tiles: no timed points")
+        profiled = profile_kernel(course, kernel, asked, seed, emulator, arch, bool(plot), timed)
+    except (SpecError, BackendError) as e:
+        raise click.ClickException(str(e)) from e
     finally:
         emulator.close()
-    launch = runs[0]["launch"]
-    try:
-        resources = launch_resources(launch.program, math.prod(launch.block), launch.shared_bytes, arch)
-    except BackendError as e:
-        resources = {"error": f"no resources: {e}"}
+    if profiled.roofline and profiled.roofline.note:
+        click.echo(profiled.roofline.note)
     if as_json:
-        cases = [{k: v for k, v in run.items() if k not in ("launch", "text")} for run in runs]
+        cases = [case_json(case) for case in profiled.cases]
+        resources = profiled.resources or {"error": profiled.no_resources}
         click.echo(json.dumps({"cases": cases, **resources}, indent=2, default=str))
     else:
-        click.echo("\n\n".join(run["text"] for run in runs))
-        click.echo("\n" + (resources.get("error") or describe(resources)))
+        click.echo("\n\n".join(case_text(case) for case in profiled.cases))
+        click.echo("\n" + (profiled.no_resources or describe(profiled.resources)))
     if plot:
-        plot_roofline(runs[-1], arch, plot, title, measured)
-    if any(run["findings"] for run in runs):
+        plot_roofline(profiled.roofline, arch, plot)
+    if profiled.has_findings:
         sys.exit(1)
 
 
@@ -769,108 +746,46 @@ def report_timing(report: Path, assignment: str) -> dict | None:
     return timed
 
 
-def timed_points(course: Course, spec, source: str, record: dict, counted_on: tuple, seed: int, emulator):
-    """Both kernels as a GPU timed them (``record``), at the intensities counted on the timed
-    case's stand-in and grown to the timed case (``counted_on``: the case and the scale,
-    ``ledger.stand_in`` and ``ledger.timed_scale``; the timed case is too large to count)."""
-    case, scale = counted_on
-    return roofline.measured(
-        counted_points(profiled(course, spec, source, (case, "stand-in"), seed, emulator), scale), record
-    )
+def case_text(case: CaseProfile) -> str:
+    """One profiled case as text: its title, its counters by line with its findings, the ledger,
+    and the lines beside the reference's where there are any."""
+    parts = [
+        f"Case {roofline.case_text(case.case)} ({case.which})",
+        profile_table(case.result, case.source, case.filename),
+        ledger_table(list(case.ledger), case.reference.whence),
+    ]
+    if case.lines:
+        parts.append(lines_table([astuple(line) for line in case.lines]))
+    return "\n\n".join(parts)
 
 
-def counted_points(run: dict, scale: dict | None = None) -> list[roofline.Point]:
-    """The student's and (where counted) the reference's points of one profiled case."""
-    points = [roofline.point("student", run["totals"], scale)]
-    if run["reference_totals"]:
-        points.append(roofline.point("reference", run["reference_totals"], scale))
-    return points
+def case_json(case: CaseProfile) -> dict:
+    """One profiled case for ``--json``."""
+    return {
+        "case": case.case,
+        "which": case.which,
+        "reference_totals": case.reference.totals,
+        "reference_from": case.reference.whence,
+        **profile_data(case.result, case.source, case.filename),
+        "ledger": [asdict(row) for row in case.ledger],
+        "lines_beside_the_reference": [asdict(line) for line in case.lines],
+    }
 
 
-def plot_roofline(run: dict, arch: str, path: Path, title: str, measured: list[roofline.Point]) -> None:
-    """The roofline of one profiled case at ``path``, with the student's and the reference's points,
-    and the ``measured`` ones (both kernels as a GPU timed them)."""
+def plot_roofline(drawn: Roofline, arch: str, path: Path) -> None:
+    """The roofline ``drawn`` on ``arch``'s roof, at ``path``."""
     if arch not in roofline.PEAKS:
         raise click.BadParameter(
             f"no roofline for {arch}; known: {', '.join(roofline.PEAKS)}", param_hint="--arch"
         )
     try:
-        roofline.draw(counted_points(run) + measured, arch, path, title)
+        roofline.draw(list(drawn.points), arch, path, drawn.title)
     except ImportError as e:
         raise click.ClickException(
             f"the roofline needs matplotlib: pip install 'cuda-autograder[plot]' (in a checkout: "
             f"pip install -e '.[plot]') ({e})"
         ) from e
     click.echo(f"roofline -> {path}", err=True)  # beside stdout's --json, not in it
-
-
-def profile_cases(spec, case_texts: tuple[str, ...], plot: bool) -> list[tuple[dict, str]]:
-    """The cases ``--case`` names (each k=v,k=v), or the first of the safety group and, for ``--plot``,
-    the case the roofline is drawn at (``ledger.roofline_case``) after it; with how to say which."""
-    if case_texts:
-        return [(parse_case(text), "") for text in case_texts]
-    group, case = first_case(spec)
-    cases = [(case, f"the first case of the {group} group")]
-    group, drawn = roofline_case(spec)
-    if plot and drawn != case:
-        cases.append((drawn, f"the roofline's case: the largest {group} case with the timed case's tiles"))
-    return cases
-
-
-def profiled(
-    course: Course,
-    spec,
-    source: str,
-    given: tuple[dict, str],
-    seed: int,
-    emulator,
-    filename: str | None = None,
-) -> dict:
-    """One case of ``source`` (compiled as ``filename``, default the assignment's) on the emulator:
-    its profile data, its ledger, and its text."""
-    case, how = given
-    try:
-        ref = find_case(spec, case, seed)
-        prepared = prepare(spec, source, ref, course.rubric.limits.case_s)
-        prepared = replace(
-            prepared,
-            launch=replace(prepared.launch, program=pipeline.named(prepared.launch.program, filename)),
-        )
-        result = emulator.launch(prepared.launch)
-        reference = reference_counts(course, spec, case, emulator)
-    except SpecError as e:
-        raise click.ClickException(str(e)) from e
-    except BackendError as e:
-        raise click.ClickException(str(e)) from e
-    how = how or (f"{ref.group} case {ref.index + 1}" if ref.group != "custom" else "given with --case")
-    title = f"Case {roofline.case_text(case)} ({how})"
-    filename = prepared.launch.program.filename
-    counters = result.counters or Counters()
-    # values as the grading counts them, bytes over the element size (ledger.graded_totals)
-    counters = Counters(
-        graded_totals(counters.totals, spec),
-        {line: graded_totals(row, spec) for line, row in counters.by_line.items()},
-    )
-    result = replace(result, counters=counters)
-    rows = ledger(spec, counters, reference.totals, case)
-    pairs = corresponding_lines(source, counters.by_line, reference)
-    parts = [title, profile_table(result, source, filename), ledger_table(rows, reference.whence)]
-    text = "\n\n".join([*parts, lines_table(pairs)] if pairs else parts)
-    data = profile_data(result, source, filename)
-    return {
-        "case": case,
-        "which": how,
-        "reference_totals": reference.totals,
-        "reference_from": reference.whence,
-        **data,
-        "ledger": [asdict(r) for r in rows],
-        "lines_beside_the_reference": [
-            {"line": line, "reference_line": theirs, "source": text_, "yours": mine, "reference": ref}
-            for line, theirs, text_, mine, ref in pairs
-        ],
-        "launch": prepared.launch,
-        "text": text,
-    }
 
 
 def parse_case(text: str | None) -> dict | None:

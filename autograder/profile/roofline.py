@@ -27,6 +27,7 @@ that a test finds it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,12 +83,12 @@ def timed_case(items: list[dict], case: dict | None = None) -> dict | None:
     return max(records, key=lambda r: r["work_flops"], default=None)
 
 
-def case_text(case: dict) -> str:
+def case_text(case: Mapping) -> str:
     """``{"T": 32, "n": 70}`` -> ``"T=32, n=70"``, as titles name a case."""
     return ", ".join(f"{k}={v}" for k, v in case.items())
 
 
-def timed_title(title: str, stand_in: dict, scaled: bool) -> str:
+def timed_title(title: str, stand_in: Mapping, scaled: bool) -> str:
     """``title`` with the stand-in on which the timed points' intensity was counted."""
     how = f"timed points: intensity counted at {case_text(stand_in)}" + (
         ",\nscaled to the timed case" if scaled else ""

@@ -1,15 +1,21 @@
-"""``autograder profile``'s report: counters by source line with the line's text, and findings."""
+"""``autograder profile``'s report: counters by source line with the line's text, and findings; and
+its pipeline (``profile_kernel``): the cases, the reference beside them, the resources, the roofline."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from autograder.backends.emulator import EmulatorBackend
 from autograder.contract import Buffer, Scalar
+from autograder.course.folder import read_course
+from autograder.course.submitted import Submitted
 from autograder.emulator.counters import BankModel
 from autograder.emulator.profile import profile_data, profile_table
+from autograder.profile.kernel_profile import Profiler, profile_kernel
 
 from .helpers import launch, line_of, out
 from .test_counters import COLUMN
@@ -65,3 +71,62 @@ def test_wavefronts_of_full_warps_with_different_patterns_match_a_direct_count(r
         words = rng.integers(0, 200, warps.size) * per_lane  # each warp its own pattern
         expected = direct_wavefronts(warps, words, per_lane)
         assert model.wavefronts(warps, words, True, per_lane) == expected
+
+
+# -- profile_kernel: the command's pipeline, a typed result ------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+VECTOR_ADD = (ROOT / "reference/vector_add.cu").read_text()
+
+
+@pytest.fixture(scope="module")
+def course():
+    return read_course(ROOT)
+
+
+def profiled(course, text=VECTOR_ADD, name="vector_add.cu", **options):
+    kernel = Submitted("vector_add", name, text)
+    return profile_kernel(course, kernel, options.pop("asked", ()), 0, EmulatorBackend(), "sm_90", **options)
+
+
+def test_a_kernel_is_profiled_on_its_first_safety_case_beside_the_reference(course):
+    result = profiled(course)
+    (case,) = result.cases
+    assert (case.case, case.which) == ({"n": 1}, "the first case of the safety group")
+    assert case.filename == "vector_add.cu" and case.reference.whence == "the reference kernel"
+    ledger = {row.counter: row for row in case.ledger}
+    assert ledger["global_load_values"].yours == ledger["global_load_values"].reference == 2
+    assert [line.source for line in case.lines] == ["if (i < n) c[i] = a[i] + b[i];"]
+    assert result.resources["occupancy"]["threads_per_block"] == 256 and not result.no_resources
+    assert result.roofline is None and not result.has_findings
+
+
+def test_the_roofline_is_the_last_cases_points_and_a_case_asked_for_says_its_group(course):
+    result = profiled(course, with_roofline=True)
+    assert [case.which.split(":")[0] for case in result.cases] == [
+        "the first case of the safety group",
+        "the roofline's case",
+    ]
+    assert result.roofline.title.startswith("vector_add at n=1000003\n(the roofline's case")
+    assert [p.label for p in result.roofline.points] == ["student", "reference"]
+    assert result.roofline.points[0].flops == 1_000_003 and not result.roofline.note
+    (asked,) = profiled(course, asked=({"n": 256},)).cases
+    assert asked.which == "aligned case 1"
+
+
+def test_a_case_names_the_students_own_file_and_its_findings_count(course):
+    unguarded = VECTOR_ADD.replace("if (i < n) c[i]", "c[i]")
+    result = profiled(course, unguarded, "attempt1.cu", asked=({"n": 1000},))
+    assert result.cases[0].filename == "attempt1.cu" and result.has_findings
+    assert "attempt1.cu" in result.cases[0].result.findings[0].message
+
+
+def test_timings_whose_tiles_no_aligned_case_has_give_no_timed_points_and_say_so(course):
+    spec = course.specs["matmul_block_tile"]
+    source = (ROOT / "reference/matmul_block_tile.cu").read_text()
+    profiler = Profiler(course, spec, source, None, 0, EmulatorBackend())
+    drawn = profiler.case(spec.cases["safety"][0], "the first case")
+    timed = {"case": {**spec.cases["perf"][0], "L": 96}, "work_flops": 1, "student_ms": 1.0}
+    shown = profiler.roofline(drawn, timed)
+    assert shown.note == "no aligned case of matmul_block_tile has the timed case's tiles: no timed points"
+    assert [p.label for p in shown.points] == ["student", "reference"]

@@ -10,6 +10,8 @@ import click
 import pytest
 
 from autograder import cli
+from autograder.profile import roofline
+from autograder.profile.kernel_profile import Roofline
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
@@ -23,8 +25,8 @@ def test_the_plot_extra_is_matplotlib_alone_and_batch_includes_it():
 
 def test_a_missing_matplotlib_names_the_plot_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # `import` raises ImportError
-    run = {"totals": {"flops": 4, "global_load_sectors": 1}, "reference_totals": None}
+    drawn = Roofline("vector_add", (roofline.point("student", {"flops": 4, "global_load_sectors": 1}),))
     with pytest.raises(click.ClickException) as raised:
-        cli.plot_roofline(run, "sm_90", tmp_path / "roofline.svg", "vector_add", [])
+        cli.plot_roofline(drawn, "sm_90", tmp_path / "roofline.svg")
     assert "pip install 'cuda-autograder[plot]'" in raised.value.message
     assert "[batch]" not in raised.value.message
