@@ -27,7 +27,7 @@ def build_trap(ins, ch):
 def build_assertfail(ins, ch, params: list[str]):
     """``__assertfail(message, file, line, function, char size)``: the arguments are the
     registers of the call's ``.param`` slots, in order."""
-    message, file, line, function = (ch.reg(p) for p in params[:4])
+    message, file, line, function = (ch.registers.reg(p) for p in params[:4])
 
     def run(idx):
         lane = _first(ch, idx)

@@ -173,9 +173,9 @@ class Access:
             rows = self.shadow_rows(off, total, words)
             found = Resolved(off, off >> shift, tuple(events.items()), seen, rows, span)
             size = len(key) + off.nbytes + found.el.nbytes + found.rows.nbytes
-            if self.ch.memo_bytes + size > MEMO_BYTES:  # a kernel of very many shared accesses
+            if self.ch.plan.memo_bytes + size > MEMO_BYTES:  # a kernel of very many shared accesses
                 return None
-            self.ch.memo_bytes += size
+            self.ch.plan.memo_bytes += size
             if len(self._resolved) >= RESOLVED_LIMIT:
                 self._resolved.clear()
             self._resolved[key] = found
@@ -636,7 +636,7 @@ def read_bytes(ch, lane: int, addr: int, size: int) -> bytes:
 def build_ld(ins: Instr, ch):
     dt = dtype_of(ins.type)
     dst = ins.operands[0]
-    puts = [ch.dst(d, dt) for d in (dst.items if isinstance(dst, Vec) else (dst,))]
+    puts = [ch.registers.dst(d, dt) for d in (dst.items if isinstance(dst, Vec) else (dst,))]
     addr = ins.operands[1]
     space = space_of(ins)
     if space == "param":
@@ -645,8 +645,8 @@ def build_ld(ins: Instr, ch):
     total = dt.itemsize * vec
     access, get_addr, shift, check_shared = _plan(ins, ch, space, addr, dt)
 
-    direct = [ch.view(d, dt) for d in (dst.items if isinstance(dst, Vec) else (dst,))]
-    block = ch.consecutive(dst.items, dt) if isinstance(dst, Vec) else None
+    direct = [ch.registers.view(d, dt) for d in (dst.items if isinstance(dst, Vec) else (dst,))]
+    block = ch.registers.consecutive(dst.items, dt) if isinstance(dst, Vec) else None
     resolvable = access.space == "shared"  # an explicit .shared access (Access.resolve)
 
     def load(buf, el, idx):
@@ -761,7 +761,7 @@ def build_st(ins: Instr, ch):
         name = addr.base.name
         if name not in ch.m.kernel.call_params or addr.offset or len(gets) > 1:
             raise Unsupported(f"st.param to {name} is not supported by the emulator")
-        put = ch.dst(Reg(name), dt)
+        put = ch.registers.dst(Reg(name), dt)
         return lambda idx: put(idx, gets[0](idx))
     vec = len(gets)
     total = dt.itemsize * vec
@@ -811,7 +811,7 @@ def build_atom(ins: Instr, ch):
         raise Unsupported(f"{ins.op}.{'.'.join(ins.mods)}")
     has_dst = ins.op == "atom"
     operands = ins.operands[1:] if has_dst else ins.operands
-    put = ch.dst(ins.operands[0], dt) if has_dst else None
+    put = ch.registers.dst(ins.operands[0], dt) if has_dst else None
     addr = operands[0]
     gets = [ch.src(v, dt) for v in operands[1:]]
     access = Access(ins, ch, space_of(ins))

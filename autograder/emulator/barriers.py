@@ -269,7 +269,7 @@ def _counts(chunk, lanes: np.ndarray) -> np.ndarray:
         if isinstance(count, Imm):
             counts[here] = immediate(count)
         else:
-            counts[here] = chunk.reg(count.name)[lanes[here]].astype(np.int64) & 0xFFFFFFFF
+            counts[here] = chunk.registers.reg(count.name)[lanes[here]].astype(np.int64) & 0xFFFFFFFF
         _refuse(chunk, ins, lanes[here], counts[here])
     return counts
 
@@ -304,11 +304,11 @@ def _reduce(chunk, lanes: np.ndarray) -> None:
         if here.size == 0:
             continue
         pred = ins.operands[-1]
-        values = chunk.reg(pred.name)[here].astype(bool) ^ pred.negate
+        values = chunk.registers.reg(pred.name)[here].astype(bool) ^ pred.negate
         slot = chunk.lane_slot[here]
         yes = np.bincount(slot, weights=values, minlength=chunk.n_blocks)[slot]
         everyone = np.bincount(slot, minlength=chunk.n_blocks)[slot]
-        dst = chunk.reg(ins.operands[0].name)
+        dst = chunk.registers.reg(ins.operands[0].name)
         if "popc" in ins.mods:
             dst[here] = yes.astype(dst.dtype)
         else:

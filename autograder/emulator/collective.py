@@ -50,8 +50,8 @@ def build_shfl(ins, ch):
     if source is None:
         raise Unsupported("shfl source")
     get_b, get_c = (ch.src(o, np.uint32) for o in ins.operands[2:4])
-    put_d = ch.dst(d, dt)
-    put_p = ch.dst(p, np.bool_) if p is not None else None
+    put_d = ch.registers.dst(d, dt)
+    put_p = ch.registers.dst(p, np.bool_) if p is not None else None
 
     def run(idx):
         lanes = ch.all_lanes if idx is None else idx
@@ -122,7 +122,7 @@ def build_vote(ins, ch):
     mode = next(m for m in ins.mods if m in ("all", "any", "uni", "ballot"))
     pred = ch.src(ins.operands[1], np.bool_)
     member = _member_operand(ins, ch)
-    put = ch.dst(ins.operands[0], np.uint32 if mode == "ballot" else np.bool_)
+    put = ch.registers.dst(ins.operands[0], np.uint32 if mode == "ballot" else np.bool_)
 
     def run(idx):
         lanes = ch.all_lanes if idx is None else idx
@@ -149,8 +149,8 @@ def build_match(ins, ch):
     d, p = (dst.items[0], dst.items[1]) if isinstance(dst, Vec) else (dst, None)
     value = ch.src(ins.operands[1], dtype_of(ins.type))
     member = ch.src(ins.operands[2], np.uint32)
-    put_d = ch.dst(d, np.uint32)
-    put_p = ch.dst(p, np.bool_) if p is not None else None
+    put_d = ch.registers.dst(d, np.uint32)
+    put_p = ch.registers.dst(p, np.bool_) if p is not None else None
 
     def run(idx):
         lanes = ch.all_lanes if idx is None else idx
@@ -184,7 +184,7 @@ def _equal_lanes(ch, lanes: np.ndarray, values: np.ndarray) -> tuple[np.ndarray,
 
 
 def build_activemask(ins, ch):
-    put = ch.dst(ins.operands[0], np.uint32)
+    put = ch.registers.dst(ins.operands[0], np.uint32)
 
     def run(idx):
         lanes = ch.all_lanes if idx is None else idx
@@ -210,7 +210,7 @@ def build_redux(ins, ch):
     dt = dtype_of(ins.type)
     get = ch.src(ins.operands[1], dt)
     member = _member_operand(ins, ch)
-    put = ch.dst(ins.operands[0], dt)
+    put = ch.registers.dst(ins.operands[0], dt)
 
     def run(idx):
         lanes = ch.all_lanes if idx is None else idx
@@ -241,8 +241,8 @@ def build_call(ins, ch):
     if target != "vprintf":
         raise Unsupported(f"a call to {target}, which the kernel's file does not define, is not emulated")
     retval = syms[0] if syms[0] in ch.m.kernel.call_params else None
-    fmt_reg, args_reg = (ch.reg(p) for p in params)
-    put = ch.dst(Reg(retval), np.uint32) if retval else None
+    fmt_reg, args_reg = (ch.registers.reg(p) for p in params)
+    put = ch.registers.dst(Reg(retval), np.uint32) if retval else None
 
     def run(idx):
         lanes = ch.all_lanes if idx is None else idx

@@ -127,7 +127,7 @@ def _registers(ch, operand, count: int | None = None) -> list[np.ndarray]:
         raise Unsupported(f"{count} registers expected, {len(items)} given")
     if not all(isinstance(item, Reg) for item in items):
         raise Unsupported("fragment operands are registers")
-    regs = [ch.reg(item.name) for item in items]
+    regs = [ch.registers.reg(item.name) for item in items]
     if any(reg.itemsize != 4 for reg in regs):
         raise Unsupported("fragment registers are 32-bit")
     return regs

@@ -122,7 +122,7 @@ HALF_PAIR_OPS = {
 def build_half_pairs(ins: Instr, ch):
     fn = HALF_PAIR_OPS[ins.op]
     gets = [ch.src(o, np.uint32) for o in ins.operands[1:]]
-    put = ch.dst(ins.operands[0], np.uint32)
+    put = ch.registers.dst(ins.operands[0], np.uint32)
 
     def run(idx):
         n = ch.n if idx is None else idx.size
@@ -148,7 +148,7 @@ def lanewise(
         fn = _canonical_after(fn)
     srcs = ins.operands[1:] if n_src is None else ins.operands[1 : 1 + n_src]
     gets = [ch.src(o, st) for o in srcs]
-    put = ch.dst(ins.operands[0], dt)
+    put = ch.registers.dst(ins.operands[0], dt)
     if len(gets) == 1:
         (a,) = gets
         return lambda idx: put(idx, fn(a(idx)))
@@ -211,7 +211,7 @@ def ufunc_op(ufunc):
 
     def build(ins: Instr, ch):
         dt = dtype_of(ins.type)
-        d = ch.view(ins.operands[0], dt)
+        d = ch.registers.view(ins.operands[0], dt)
         a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
         if d is None or a_full is None or b_full is None:
             return lanewise(ins, ch, ufunc)
@@ -301,7 +301,7 @@ def build_mul(ins, ch):
         def slow():
             return lanewise(ins, ch, lambda a, b: a.astype(wide) * b.astype(wide), ins.type, WIDE[ins.type])
 
-        d = ch.view(ins.operands[0], wide)
+        d = ch.registers.view(ins.operands[0], wide)
         a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
         if d is None or a_full is None or b_full is None:
             return slow()
@@ -340,16 +340,16 @@ def build_mad(ins, ch):
         wide = dtype_of(WIDE[ins.type])
         c = ch.src(ins.operands[3], wide)
         a, b = (ch.src(o, dt) for o in ins.operands[1:3])
-        put = ch.dst(ins.operands[0], wide)
+        put = ch.registers.dst(ins.operands[0], wide)
         return lambda idx: put(idx, a(idx).astype(wide) * b(idx).astype(wide) + c(idx))
     if "hi" in ins.mods:
         return lanewise(ins, ch, lambda a, b, c: mul_hi(a, b, dt) + c)
-    d = ch.view(ins.operands[0], dt)
+    d = ch.registers.view(ins.operands[0], dt)
     fulls = [ch.full(o, dt) for o in ins.operands[1:4]]
     if d is None or any(f is None for f in fulls):
         return lanewise(ins, ch, _mad)
     a_full, b_full, c_full = fulls
-    product = ch.scratch(dt)  # not d: the addend is often d itself (``t += x * w``)
+    product = ch.registers.scratch(dt)  # not d: the addend is often d itself (``t += x * w``)
 
     def fast():
         np.multiply(a_full, b_full, out=product)
@@ -369,12 +369,12 @@ def build_fma(ins, ch):
     if dt == np.float32:
         # f32 products are exact in f64, so one f64 add then one rounding to f32 is a
         # fused multiply-add except for rare double-rounding ties.
-        d = ch.view(ins.operands[0], dt)
+        d = ch.registers.view(ins.operands[0], dt)
         fulls = [ch.full(o, dt) for o in ins.operands[1:4]]
         if d is None or any(f is None for f in fulls):
             return lanewise(ins, ch, _fma_f32)
         a_full, b_full, c_full = fulls
-        product, total = ch.scratch(np.float64), ch.scratch(np.float64, slot=1)
+        product, total = ch.registers.scratch(np.float64), ch.registers.scratch(np.float64, slot=1)
 
         def fast():
             np.multiply(a_full, b_full, out=product, dtype=np.float64)
@@ -434,10 +434,10 @@ def build_fma_run(run: list[Instr], ch):
     ``build_fma`` computes one: each product exact in f64, its sum rounded once to f32. A
     register tile's update multiplies each of U registers by each of V (``_outer``): one
     broadcast product of the U and the V rows instead of U*V rows of each."""
-    rows = [[ch.rows[o.name] for o in ins.operands] for ins in run]
+    rows = [[ch.registers.rows[o.name] for o in ins.operands] for ins in run]
     table = rows[0][0][0]
     d, a, b, c = (np.array([r[k][1] for r in rows]) for k in range(4))
-    total = ch.scratch(np.float64, len(run))
+    total = ch.registers.scratch(np.float64, len(run))
     addend = _rows(ch, table, c, 0)
     outer = _outer(a, b)
     if outer is not None:
@@ -454,8 +454,8 @@ def build_fma_run(run: list[Instr], ch):
 
     out = table[d[0] : d[0] + len(run)] if _consecutive(d) else None
 
-    sums = ch.scratch(np.float64, len(run), slot=3)
-    narrow = ch.scratch(np.float32, len(run), slot=4) if out is None else out
+    sums = ch.registers.scratch(np.float64, len(run), slot=3)
+    narrow = ch.registers.scratch(np.float32, len(run), slot=4) if out is None else out
 
     def fused():
         multiply()
@@ -490,7 +490,7 @@ def _rows(ch, table: np.ndarray, index: np.ndarray, slot: int):
     if _consecutive(index):
         view = table[index[0] : index[0] + len(index)]
         return lambda: view
-    gathered = ch.scratch(table.dtype, len(index), slot)
+    gathered = ch.registers.scratch(table.dtype, len(index), slot)
     return lambda: table.take(index, axis=0, out=gathered)
 
 
@@ -697,7 +697,7 @@ def build_bfe(ins, ch):
     bits = 8 * dt.itemsize
     a = ch.src(ins.operands[1], dt)
     pos_, len_ = (ch.src(o, np.uint32) for o in ins.operands[2:4])
-    put = ch.dst(ins.operands[0], dt)
+    put = ch.registers.dst(ins.operands[0], dt)
 
     def bfe(a, pos, length):
         pos, length = _field_operand(pos, bits), _field_operand(length, bits)
@@ -737,7 +737,7 @@ def build_bfi(ins, ch):
     bits = 8 * dt.itemsize
     a, b = (ch.src(o, u) for o in ins.operands[1:3])
     pos_, len_ = (ch.src(o, np.uint32) for o in ins.operands[3:5])
-    put = ch.dst(ins.operands[0], u)
+    put = ch.registers.dst(ins.operands[0], u)
 
     def run(idx):
         pos, length = _field_operand(pos_(idx), bits), _field_operand(len_(idx), bits)
@@ -767,7 +767,7 @@ def build_prmt(ins, ch):
     top bit replicating that byte's sign), or, in a mode, a fixed pattern (``PRMT_MODES``)."""
     mode = next((PRMT_MODES[m] for m in ins.mods if m in PRMT_MODES), None)
     a, b, c = (ch.src(o, np.uint32) for o in ins.operands[1:4])
-    put = ch.dst(ins.operands[0], np.uint32)
+    put = ch.registers.dst(ins.operands[0], np.uint32)
 
     def run(idx):
         av = np.asarray(a(idx)).astype(np.uint64)
@@ -793,7 +793,7 @@ def build_prmt(ins, ch):
 def build_shf(ins, ch):
     """Funnel shift of the 64-bit pair b:a, keeping the high (.l) or low (.r) 32 bits."""
     a, b, n = (ch.src(o, np.uint32) for o in ins.operands[1:4])
-    put = ch.dst(ins.operands[0], np.uint32)
+    put = ch.registers.dst(ins.operands[0], np.uint32)
     left = "l" in ins.mods
     wrap = "wrap" in ins.mods
 
@@ -847,7 +847,7 @@ def build_setp(ins, ch):
     dsts = ins.operands[0].items if isinstance(ins.operands[0], Vec) else (ins.operands[0],)
     combine = next((BOOL_OPS[m] for m in ins.mods if m in BOOL_OPS), None)
     if len(dsts) == 1 and combine is None and isinstance(fn, np.ufunc) and ins.type != "bf16":
-        d_view = ch.view(dsts[0], np.bool_)
+        d_view = ch.registers.view(dsts[0], np.bool_)
         a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
         if d_view is not None and a_full is not None and b_full is not None:
             return every_lane(
@@ -859,7 +859,7 @@ def build_setp(ins, ch):
 def _setp(ins, ch, fn, dt, dsts, combine):
     a, b = (ch.src(o, dt) for o in ins.operands[1:3])
     c = ch.src(ins.operands[3], np.bool_) if combine else None
-    puts = [ch.dst(d, np.bool_) for d in dsts]
+    puts = [ch.registers.dst(d, np.bool_) for d in dsts]
     if ins.type == "bf16":  # compare the values the bits stand for
         a, b = (lambda idx, get=get: bf16_values(get(idx)) for get in (a, b))
 
@@ -888,7 +888,7 @@ def build_set(ins, ch):
     combine = next((BOOL_OPS[m] for m in ins.mods if m in BOOL_OPS), None)
     a, b = (ch.src(o, dtype_of(src_type)) for o in ins.operands[1:3])
     c = ch.src(ins.operands[3], np.bool_) if combine else None
-    put = ch.dst(ins.operands[0], dt)
+    put = ch.registers.dst(ins.operands[0], dt)
 
     def run(idx):
         holds = fn(a(idx), b(idx))
@@ -903,7 +903,7 @@ def build_selp(ins, ch):
     dt = dtype_of(ins.type)
     a, b = (ch.src(o, dt) for o in ins.operands[1:3])
     c = ch.src(ins.operands[3], np.bool_)
-    put = ch.dst(ins.operands[0], dt)
+    put = ch.registers.dst(ins.operands[0], dt)
     return lambda idx: put(idx, np.where(c(idx), a(idx), b(idx)))
 
 
@@ -913,7 +913,7 @@ def build_mov(ins, ch):
     if isinstance(dst, Vec):  # unpack: mov.b64 {lo, hi}, %rd
         part = np.dtype(f"u{dt.itemsize // len(dst.items)}")
         get = ch.src(src, dt)
-        puts = [ch.dst(d, part) for d in dst.items]
+        puts = [ch.registers.dst(d, part) for d in dst.items]
 
         def unpack(idx):
             raw = np.ascontiguousarray(np.atleast_1d(get(idx))).view(part).reshape(-1, len(puts))
@@ -924,7 +924,7 @@ def build_mov(ins, ch):
     if isinstance(src, Vec):  # pack: mov.b64 %rd, {lo, hi}
         part = np.dtype(f"u{dt.itemsize // len(src.items)}")
         gets = [ch.src(s, part) for s in src.items]
-        put = ch.dst(dst, dt)
+        put = ch.registers.dst(dst, dt)
 
         def pack(idx):
             n = ch.n if idx is None else idx.size
@@ -933,7 +933,7 @@ def build_mov(ins, ch):
 
         return pack
     get = ch.src(src, dt)
-    put = ch.dst(dst, dt)
+    put = ch.registers.dst(dst, dt)
     return lambda idx: put(idx, get(idx))
 
 
@@ -1172,7 +1172,7 @@ def build_bf16(ins: Instr, ch):
     result = _bf16_result(ins)
     gets = [ch.src(o, width) for o in ins.operands[1:]]
     out_type = dtype_of(ins.types[0]) if ins.op == "set" else width
-    put = ch.dst(ins.operands[0], out_type)
+    put = ch.registers.dst(ins.operands[0], out_type)
     shifts = (0, 16) if pairs else (0,)
 
     def run(idx):

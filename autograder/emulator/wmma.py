@@ -51,7 +51,7 @@ def warp_rows(ch, idx, instruction: str = "wmma") -> np.ndarray:
 def _regs(ch, operand) -> list[np.ndarray]:
     if not isinstance(operand, Vec):
         raise Unsupported("wmma fragment operand")
-    return [ch.reg(r.name) for r in operand.items]
+    return [ch.registers.reg(r.name) for r in operand.items]
 
 
 def _halves(fragment_type: str) -> bool:
