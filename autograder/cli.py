@@ -33,8 +33,7 @@ from autograder.grading.ledger import ledger_table, lines_table
 from autograder.grading.report import write_report
 from autograder.grading.resources import describe
 from autograder.grading.results import build_results, fallback_results, write_results
-from autograder.grading.selfcheck import Verdict
-from autograder.grading.selfcheck import selfcheck as selfcheck_course
+from autograder.grading.selfcheck import Verdict, verdicts
 from autograder.profile import roofline
 from autograder.profile.kernel_profile import CaseProfile, Roofline, profile_kernel
 
@@ -630,7 +629,7 @@ def selfcheck(course_root, backend, assignments):
     names = known_assignments(course, assignments or course.rubric.assignments, "--assignment")
     failures = 0
     with backends_for(course, backend) as backends:
-        for verdict in selfcheck_course(course, backends, names):
+        for verdict in verdicts(course, backends, names):
             failures += bool(verdict.problems)
             click.echo(selfcheck_line(verdict))
     sys.exit(1 if failures else 0)
@@ -930,20 +929,7 @@ def class_report(batch_dir, out):
 )
 @course_option
 @log_level_option
-def serve(
-    host,
-    port,
-    token_file,
-    address,
-    backend,
-    deadline_s,
-    per_minute,
-    concurrent,
-    read_s,
-    keep_alive_s,
-    connections,
-    course_root,
-):
+def serve(host, port, token_file, course_root, **settings):
     """The GPU grading service that Gradescope's autograder calls: POST /v1/grade, GET /v1/health.
 
     Each job is graded as `autograder grade` grades it, on a Ray worker (one GPU each on a GPU);
@@ -957,9 +943,7 @@ def serve(
         message = f"autograder serve needs {e.name}: pip install 'cuda-autograder[serve]'"
         raise click.ClickException(message) from e
     course = course_or_usage_error(course_root)
-    settings = service.ServeSettings(
-        backend, deadline_s, per_minute, concurrent, address, read_s, keep_alive_s, connections
-    )
+    served = service.ServeSettings(**settings)  # the other options, by name
     tokens = read_tokens(token_file)
-    app = service.create_app(course, settings, tokens)
-    uvicorn.Server(service.server_config(app, settings, tokens, host, port)).run()
+    app = service.create_app(course, served, tokens)
+    uvicorn.Server(service.server_config(app, served, tokens, host, port)).run()

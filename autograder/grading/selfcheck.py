@@ -24,7 +24,7 @@ class Verdict:
     problems: tuple[ItemResult, ...]  # the items that break what the folder must score
 
 
-def selfcheck(course: Course, backends: Backends, names: list[str]) -> Iterator[Verdict]:
+def verdicts(course: Course, backends: Backends, names: list[str]) -> Iterator[Verdict]:
     """The reference, then the starter, of each of ``names`` graded on ``backends``, each as it
     is graded."""
     for name in names:
