@@ -1,6 +1,14 @@
-"""Minimum-PC scheduling of one chunk's lanes (see ``machine.py``'s docstring): which lanes run
-which instruction next, until every lane has exited; barriers resolved when no lane can run
-(``barriers.resolve``).
+"""Minimum-PC scheduling of one chunk's lanes (``machine.py``'s docstring says why and how):
+which lanes run which instruction next, until every lane has exited; barriers resolved when no
+lane can run (``barriers.resolve``).
+
+The scheduler alternates two steps. ``_next_group`` picks the lanes at the lowest PC (letting
+lanes that yielded at a spin-wait have their turn, and releasing barriers, when nothing else
+can run); ``_run`` runs them together, converged, from that PC on: no masks and no PC arrays
+per instruction, a register-only instruction over every lane where they are all the chunk's
+runnable lanes, a guard every lane passes costing a count, not a lane list, until they part (a
+branch some take, an exit or a barrier some reach) or reach the lowest PC of the other
+runnable lanes. Their PCs are written back only then.
 
 The lanes' states live on the chunk (``status``, ``pc``, ``wait_pc``, ``exit_pc``: ``barriers.py``
 reads and releases them); the scheduler makes them when it starts and moves lanes between them."""
@@ -19,159 +27,200 @@ NO_LANES: np.ndarray = np.empty(0, np.int64)
 NO_LANES.setflags(write=False)
 YIELDED = 1 << 32  # added to the PC of lanes yielding at a spin-wait (below BIG: they can run)
 
+# Lanes that run together: (their PC, the lanes (None: every lane of the chunk), how many, their
+# warps, dense (they are all the chunk's runnable lanes), the lowest PC of the other runnable lanes)
+Group = tuple[int, np.ndarray | None, int, int, bool, int]
+# Lanes of a group that run an instruction: (the lanes (None: every lane), how many, their warps)
+Selected = tuple[np.ndarray | None, int, int]
+
 
 class Scheduler:
-    """Runs every lane of ``chunk`` to its end."""
+    """Runs every lane of ``chunk`` to its end (``run``)."""
 
     def __init__(self, chunk: Chunk):
         self.ch = chunk
+        n = chunk.n
+        chunk.status = np.zeros(n, np.int8)
+        chunk.pc = np.zeros(n, np.int64)
+        chunk.wait_pc = np.zeros(n, np.int64)
+        chunk.exit_pc = np.full(n, -1, np.int64)  # per lane: the branch to the exit it took, or the exit
+        decoded = chunk.m.decoded
+        self.targets, self.leaves, self.spins = decoded.targets, decoded.leaves, decoded.spins
+        self.n_run = n  # the lanes that can run: neither waiting nor exited
+        self.steps = 0  # the scheduler's steps (an instruction, or a choice of lanes)
+        self.cur = 0  # the instruction the last group reached
 
     def run(self, left: int) -> int:
-        """Every lane to its end, ``left`` lane instructions at most; returns how many are left."""
-        try:
-            return self._schedule(left)
-        finally:
-            self.ch.plan.tally_runs(self.ch.m.tally)
-
-    def _schedule(self, left: int) -> int:
-        """Run every lane to its end, ``left`` lane instructions at most (BudgetError past
-        them, which ends the launch); returns how many are left."""
+        """Every lane to its end, ``left`` lane instructions at most (BudgetError past them,
+        which ends the launch); returns how many are left."""
         ch = self.ch
-        m = ch.m
-        plan = ch.plan.entries
-        bind, fuse = ch.plan.entry, ch.plan.fused_run
-        targets, leaves, spins = m.decoded.targets, m.decoded.leaves, m.decoded.spins
-        runs, fused = ch.plan.runs, ch.plan.fused
-        ran = ch.plan.ran
+        group: Group | None = (0, None, ch.n, ch.n_warps, True, NEVER)
+        try:
+            while group is not None:
+                left = self._run(group, left)
+                group = self._next_group()
+        finally:
+            ch.plan.tally_runs(ch.m.tally)
+        return left
+
+    def _run(self, group: Group, left: int) -> int:  # 67 lines: the dispatch loop, its common case inline
+        """Run ``group``'s lanes together from its PC until they part or reach the other lanes'
+        lowest PC; their PCs written back then. Returns the lane instructions left."""
+        cur, act, act_n, act_warps, dense, stop_at = group
+        ch = self.ch
+        m, plan, pc = ch.m, ch.plan, ch.pc
+        entries, runs = plan.entries, plan.runs
         tally_lanes, tally_warps = m.tally.lanes, m.tally.warps
-        warp_of = ch.warp_of
-        n = ch.n
-        status: np.ndarray = np.zeros(n, np.int8)
-        pc: np.ndarray = np.zeros(n, np.int64)
-        ch.status, ch.pc = status, pc
-        ch.wait_pc = np.zeros(n, np.int64)
-        ch.exit_pc = np.full(n, -1, np.int64)  # per lane: the branch to the exit it took, or the exit
-        n_run = n
-        converged, cur = True, 0
-        act, act_n, act_warps, dense = None, n, ch.n_warps, True
-        every = None  # what a pure instruction of every active lane gets: None (all lanes) or act
-        stop_at = NEVER  # the lowest PC of the runnable lanes outside act
-        steps = 0
+        every = None if dense else act  # what a pure instruction of every lane of the group gets
+        steps = self.steps
         while True:
             steps += 1
             if steps & 4095 == 0:
                 m.check_time(cur)
-            if converged:
-                i = cur
-                if i >= stop_at:  # the other lanes' turn, or they join these: schedule by PC
-                    pc[act] = i
-                    converged = False
-                    continue
-                span = runs[i]
-                if span and every is None and i + span <= stop_at and left >= act_n * span:
-                    counted = ran.get(i)  # a run of fmas, every lane: as one instruction
-                    if counted is None:
-                        counted = ran[i] = [0, 0]
-                    counted[0] += act_n
-                    counted[1] += act_warps
-                    left -= act_n * span
-                    steps += span - 1
-                    (fused.get(i) or fuse(i, span))()
-                    cur = i + span
-                    continue
-                run, kind, g = plan[i] or bind(i)
-                if g is None and kind == PURE:  # the common case, kept short
-                    tally_lanes[i] += act_n
-                    tally_warps[i] += act_warps
-                    left -= act_n
-                    if left < 0:
-                        raise m.over_budget(i)
-                    run(every)
-                    cur = i + 1
-                    continue
-                if g is None:
-                    sel, sel_n, sel_w = act, act_n, act_warps
-                else:
-                    gv = g()
-                    if act is None:  # every lane: a count first, a lane list only if some are off
-                        sel_n = int(np.count_nonzero(gv))
-                    else:
-                        sel = act[gv[act]]
-                        sel_n = sel.size
-                    if sel_n == act_n:
-                        sel, sel_w = act, act_warps
-                    elif sel_n == 0:  # a guard no lane passes: nothing runs (a branch not taken)
-                        sel, sel_w = NO_LANES, 0
-                    else:
-                        sel = np.flatnonzero(gv) if act is None else sel
-                        sel_w = warp_count(warp_of[sel])
-                tally_lanes[i] += sel_n
-                tally_warps[i] += sel_w
-                left -= sel_n
+            i = cur
+            if i >= stop_at:  # the other lanes' turn, or they join these: schedule by PC
+                pc[act] = i
+                break
+            span = runs[i]
+            if span and every is None and i + span <= stop_at and left >= act_n * span:
+                self._fused(i, span, act_n, act_warps)  # a run of fmas, every lane: as one instruction
+                left -= act_n * span
+                steps += span - 1
+                cur = i + span
+                continue
+            run, kind, g = entries[i] or plan.entry(i)
+            if g is None and kind == PURE:  # the common case, kept short
+                tally_lanes[i] += act_n
+                tally_warps[i] += act_warps
+                left -= act_n
                 if left < 0:
                     raise m.over_budget(i)
-                if kind == PURE:
-                    if sel_n:
-                        run(None if (sel is act and dense) else sel)
-                    cur = i + 1
-                elif kind == SIDE:
-                    if sel_n:
-                        ch.steps = steps  # what a clock read (special.py) counts
-                        run(sel)
-                    cur = i + 1
-                elif kind == BRA:
-                    target = targets[i]
-                    if leaves[i] and sel_n:
-                        ch.exit_pc[ch.all_lanes if sel is None else sel] = i
-                    if spins[i] and sel_n and (stop_at < BIG or sel_n < act_n):  # others run first
-                        pc[ch.all_lanes if act is None else act] = i + 1
-                        pc[ch.all_lanes if sel is None else sel] = target + YIELDED
-                        converged = False
-                    elif sel_n == act_n:
-                        cur = target
-                    elif sel_n == 0:
-                        cur = i + 1
-                    else:
-                        pc[ch.all_lanes if act is None else act] = i + 1
-                        pc[sel] = target
-                        converged = False
-                else:
-                    if sel_n:
-                        lanes = ch.all_lanes if sel is None else sel
-                        n_run -= lanes.size
-                        self._stop(lanes, i, kind)
-                    if n_run == 0 or sel_n == act_n:
-                        converged = False
-                        continue
-                    act = np.flatnonzero(status == RUN) if act is None else act[status[act] == RUN]
-                    act_n = act.size
-                    act_warps = warp_count(warp_of[act])
-                    dense = dense and kind == EXIT
-                    every = None if dense else act
-                    cur = i + 1
+                run(every)
+                cur = i + 1
                 continue
+            sel, sel_n, sel_w = (
+                (act, act_n, act_warps) if g is None else self._select(g(), act, act_n, act_warps)
+            )
+            tally_lanes[i] += sel_n
+            tally_warps[i] += sel_w
+            left -= sel_n
+            if left < 0:
+                raise m.over_budget(i)
+            if kind == PURE:
+                if sel_n:
+                    run(None if (sel is act and dense) else sel)
+                cur = i + 1
+            elif kind == SIDE:
+                if sel_n:
+                    ch.steps = steps  # what a clock read (special.py) counts
+                    run(sel)
+                cur = i + 1
+            elif kind == BRA:
+                taken = self._branch(i, sel, sel_n, act, act_n, stop_at)
+                if taken is None:
+                    break
+                cur = taken
+            else:
+                rest = self._stop_some(i, kind, sel, sel_n, act, act_n)
+                if rest is None:
+                    break
+                act, act_n, act_warps = rest
+                dense = dense and kind == EXIT
+                every = None if dense else act
+                cur = i + 1
+        self.steps, self.cur = steps, cur
+        return left
+
+    def _fused(self, i: int, span: int, act_n: int, act_warps: int) -> None:
+        """Every lane runs the fmas ``i .. i + span - 1`` as one; counted for each when the
+        chunk's run ends (``plan.Plan.tally_runs``)."""
+        plan = self.ch.plan
+        counted = plan.ran.get(i)
+        if counted is None:
+            counted = plan.ran[i] = [0, 0]
+        counted[0] += act_n
+        counted[1] += act_warps
+        (plan.fused.get(i) or plan.fused_run(i, span))()
+
+    def _select(self, passes: np.ndarray, act: np.ndarray | None, act_n: int, act_warps: int) -> Selected:
+        """The lanes of ``act`` (None: every lane) that pass a guard (``passes``, per lane)."""
+        if act is None:  # every lane: a count first, a lane list only if some are off
+            sel_n = int(np.count_nonzero(passes))
+        else:
+            sel = act[passes[act]]
+            sel_n = sel.size
+        if sel_n == act_n:
+            return act, act_n, act_warps
+        if sel_n == 0:  # a guard no lane passes: nothing runs (a branch not taken)
+            return NO_LANES, 0, 0
+        if act is None:
+            sel = np.flatnonzero(passes)
+        return sel, sel_n, warp_count(self.ch.warp_of[sel])
+
+    def _branch(
+        self, i: int, sel: np.ndarray | None, sel_n: int, act: np.ndarray | None, act_n: int, stop_at: int
+    ) -> int | None:
+        """Lanes ``sel`` of ``act`` take branch ``i``: where ``act`` goes on together, or None
+        where they part (their PCs written), or where the taken lanes yield at a spin-wait."""
+        ch = self.ch
+        target = self.targets[i]
+        if self.leaves[i] and sel_n:
+            ch.exit_pc[ch.all_lanes if sel is None else sel] = i
+        if self.spins[i] and sel_n and (stop_at < BIG or sel_n < act_n):  # others run first
+            ch.pc[ch.all_lanes if act is None else act] = i + 1
+            ch.pc[ch.all_lanes if sel is None else sel] = target + YIELDED
+            return None
+        if sel_n == act_n:
+            return target
+        if sel_n == 0:
+            return i + 1
+        ch.pc[ch.all_lanes if act is None else act] = i + 1
+        ch.pc[sel] = target
+        return None
+
+    def _stop_some(
+        self, i: int, kind: int, sel: np.ndarray | None, sel_n: int, act: np.ndarray | None, act_n: int
+    ) -> Selected | None:
+        """Lanes ``sel`` of ``act`` exit or wait at a barrier (``kind``, instruction ``i``): the
+        lanes of ``act`` that go on, or None where none does or no lane of the chunk can run."""
+        ch = self.ch
+        if sel_n:
+            lanes = ch.all_lanes if sel is None else sel
+            self.n_run -= lanes.size
+            self._stop(lanes, i, kind)
+        if self.n_run == 0 or sel_n == act_n:
+            return None
+        act = np.flatnonzero(ch.status == RUN) if act is None else act[ch.status[act] == RUN]
+        return act, act.size, warp_count(ch.warp_of[act])
+
+    def _next_group(self) -> Group | None:
+        """The lanes at the lowest PC, to run together until they reach the next lowest; lanes
+        that yielded at a spin-wait take their turn when only they can run, barriers are
+        resolved when no lane can run; None once every lane has exited."""
+        ch = self.ch
+        pc, status = ch.pc, ch.status
+        while True:
+            self.steps += 1
+            if self.steps & 4095 == 0:
+                ch.m.check_time(self.cur)
             low = pc.min()
             if YIELDED <= low < BIG:  # only lanes that yielded at spin-waits can run: their turn
                 pc[pc < BIG] -= YIELDED
                 continue
             if low >= BIG:
                 if not (status == WAIT).any():
-                    ch.steps = steps
-                    return left
-                n_run = self._release()
+                    ch.steps = self.steps
+                    return None
+                self.n_run = self._release()
                 continue
             sel = np.flatnonzero(pc == low)
-            converged, cur = True, int(low)
+            n_run = self.n_run
             if sel.size == n_run:
-                act = None if n_run == n else sel
-                act_n = n_run
-                act_warps = ch.n_warps if act is None else warp_count(warp_of[act])
-                dense = not (status == WAIT).any()
-                stop_at = NEVER
-            else:  # the lanes at the lowest PC run alone until they reach the next lowest
-                act, act_n, act_warps, dense = sel, sel.size, warp_count(warp_of[sel]), False
-                stop_at = int(pc[pc != low].min())
-            every = None if dense else act
+                act = None if n_run == ch.n else sel
+                act_warps = ch.n_warps if act is None else warp_count(ch.warp_of[act])
+                return int(low), act, n_run, act_warps, not (status == WAIT).any(), NEVER
+            # the lanes at the lowest PC run alone until they reach the next lowest
+            return int(low), sel, sel.size, warp_count(ch.warp_of[sel]), False, int(pc[pc != low].min())
 
     def _stop(self, lanes: np.ndarray, i: int, kind: int) -> None:
         """Lanes leave the runnable set: they exit, or wait at a barrier."""
