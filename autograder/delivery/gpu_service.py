@@ -5,7 +5,8 @@ GPU". When a GPU service is configured (``AUTOGRADER_GPU_URL`` and ``AUTOGRADER_
 the course root's ``gpu-service.json``, which ``autograder gradescope --gpu-url`` bakes into the
 zip), :func:`completed` sends the kernel of each assignment with such items, and the run's own
 secret seed, to the service (``autograder serve``, docs/gpu-service.md), waits up to a deadline
-inside the submission's time limit, and puts the service's verdicts in place of those items.
+inside the submission's time limit, and puts the service's verdicts (their evidence read back
+typed, ``Evidence.from_json``) in place of those items.
 Whatever goes wrong (no answer, a refusal, an answer that is not a grading), the items stay
 exactly as they were, not run, with the reason appended, and nothing else changes.
 
@@ -33,6 +34,7 @@ from autograder.course.folder import Course
 from autograder.course.policy import read_source
 from autograder.course.rubric import Item
 from autograder.feedback import capped, two_decimals
+from autograder.grading.evidence import Evidence, ServiceRecord
 from autograder.grading.grade import Grade, ItemResult
 
 URL_VARIABLE = "AUTOGRADER_GPU_URL"
@@ -209,7 +211,7 @@ def _outcome(
     seed: int,
     wait_s: float,
     items: list[Item],
-) -> tuple[str, dict[str, dict]] | str:
+) -> tuple[str, dict[str, Verdict]] | str:
     """The service's backend and its verdict on each of ``items``; or why there is none."""
     problem = url_problem(service.url)
     if problem:
@@ -249,7 +251,18 @@ def _post(service: Service, request: dict, wait_s: float) -> bytes:
     return data
 
 
-def _verdicts(data: bytes, items: list[Item], service: Service) -> tuple[str, dict[str, dict]] | str:
+@dataclass(frozen=True)
+class Verdict:
+    """The service's word on one item, checked against our rubric (:func:`_checked`)."""
+
+    score: float
+    feedback: str  # before fencing
+    regrade: bool
+    not_run: str | None  # why the service could not run it either
+    evidence: Evidence  # its TA report's, read back (``Evidence.from_json``)
+
+
+def _verdicts(data: bytes, items: list[Item], service: Service) -> tuple[str, dict[str, Verdict]] | str:
     """The answer's backend and verdict per item, each checked against our rubric; or, when the
     service answered that it did not grade, why. A ValueError says what is wrong with it."""
     answer = json.loads(data)
@@ -258,12 +271,12 @@ def _verdicts(data: bytes, items: list[Item], service: Service) -> tuple[str, di
     if answer.get("status") != "graded":
         return f"{service.where} {capped(str(answer.get('reason') or 'did not grade it'), 300)}"
     given = {v.get("name"): v for v in answer["items"] if isinstance(v, dict)}
-    for item in items:
-        _check(given.get(item.name), item)
-    return str(answer.get("backend") or "unnamed"), {item.name: given[item.name] for item in items}
+    verdicts = {item.name: _checked(given.get(item.name), item) for item in items}
+    return str(answer.get("backend") or "unnamed"), verdicts
 
 
-def _check(verdict: dict | None, item: Item) -> None:
+def _checked(verdict: dict | None, item: Item) -> Verdict:
+    """``verdict`` as a :class:`Verdict`; a ValueError says what is wrong with it."""
     if verdict is None:
         raise ValueError(f"no item {item.name!r}")
     for key, kind in _VERDICT_FIELDS.items():
@@ -274,6 +287,12 @@ def _check(verdict: dict | None, item: Item) -> None:
         raise ValueError(f"{item.name!r} is worth {there} points there, {points} here")
     if not (math.isfinite(verdict["score"]) and 0 <= verdict["score"] <= item.points):
         raise ValueError(f"{item.name!r} scores {verdict['score']:g} of {points}")
+    try:
+        evidence = Evidence.from_json(verdict["evidence"])
+    except ValueError as e:
+        raise ValueError(f"{item.name!r} has no valid 'evidence': {e}") from e
+    fields = (float(verdict["score"]), verdict["feedback"], verdict["regrade"], verdict["not_run"])
+    return Verdict(*fields, evidence)
 
 
 def _why(error: Exception, service: Service, wait_s: float) -> str:
@@ -300,20 +319,23 @@ def _detail(error: urllib.error.HTTPError) -> str:
     return f": {capped(detail, 300)}" if isinstance(detail, str) else ""
 
 
-def _merged(result: ItemResult, outcome: tuple[str, dict[str, dict]] | str, service: Service) -> ItemResult:
+def _merged(
+    result: ItemResult, outcome: tuple[str, dict[str, Verdict]] | str, service: Service
+) -> ItemResult:
     """``result`` as the service graded it; or, where it could not, with the reason appended."""
     if isinstance(outcome, str):
         return _with_reason(result, outcome)
     backend, verdicts = outcome
     verdict = verdicts[result.item.name]
-    if verdict["not_run"]:
-        return _with_reason(result, f"{service.where} could not run it either ({verdict['not_run']})")
+    if verdict.not_run:
+        return _with_reason(result, f"{service.where} could not run it either ({verdict.not_run})")
+    graded_there = ServiceRecord(url=public_url(service.url), backend=backend)
     return ItemResult(
         result.item,
-        float(verdict["score"]),
-        f"{verdict['feedback']}\n(graded on the GPU service, on its {backend} backend)",
-        {**verdict["evidence"], "gpu_service": {"url": public_url(service.url), "backend": backend}},
-        regrade=verdict["regrade"],
+        verdict.score,
+        f"{verdict.feedback}\n(graded on the GPU service, on its {backend} backend)",
+        replace(verdict.evidence, gpu_service=graded_there),
+        regrade=verdict.regrade,
     )
 
 
@@ -325,5 +347,5 @@ def _with_reason(result: ItemResult, reason: str) -> ItemResult:
         result,
         output=f"{result.output}\n({reason})",
         not_run=f"{result.not_run}; {reason}",
-        evidence={**result.evidence, "gpu_service": {"error": reason}},
+        evidence=replace(result.evidence, gpu_service=ServiceRecord(error=reason)),
     )

@@ -25,7 +25,8 @@ from autograder.course.vocabulary import CHECKS, SPILLS
 from autograder.device import Occupancy
 from autograder.feedback import LINE_BYTES, capped, counted
 from autograder.grading import performance
-from autograder.grading.compare import CaseOutcome, OutputComparison, outcome_record
+from autograder.grading.compare import CaseOutcome, OutputComparison
+from autograder.grading.evidence import CaseRecord, Evidence
 from autograder.grading.glossary import explained
 from autograder.grading.grade import ItemResult
 from autograder.grading.ledger import graded_totals
@@ -170,9 +171,7 @@ def performance_check(item: Item, runs: Runs) -> ItemResult:
     why = runs.why_untimed()
     if why:
         evidence = performance.not_run(item.metric, why)
-        return ItemResult(
-            item, 0.0, evidence.message, {"ratio": evidence.to_dict()}, regrade=True, not_run=why
-        )
+        return ItemResult(item, 0.0, evidence.message, Evidence(ratio=evidence), regrade=True, not_run=why)
     outcomes = runs.outcomes("grading", item.cases)
     gate = _gate(item, outcomes)
     if gate:
@@ -228,7 +227,8 @@ def resources(item: Item, runs: Runs) -> ItemResult:
         {"case": case, **asdict(found), "blocks_per_sm": held.blocks_per_sm, "occupancy": held.fraction}
         for case, found, held in figures
     ]
-    return replace(result, evidence={**result.evidence, "resources": recorded})
+    detail = {**result.evidence.detail, "resources": recorded}
+    return replace(result, evidence=replace(result.evidence, detail=detail))
 
 
 def _meets(item: Item, found: Resources, held: Occupancy) -> bool:
@@ -292,9 +292,7 @@ def _result(
     if any(o.grader_fault for o in outcomes):
         regrade = True
         lines = [*lines, "a grader fault hit this item: it is flagged for regrading"]
-    evidence = {"cases": [outcome_record(o) for o in outcomes]}
-    if ratio is not None:
-        evidence["ratio"] = ratio.to_dict()
+    evidence = Evidence(cases=tuple(map(CaseRecord.of, outcomes)), ratio=ratio)
     return ItemResult(item, round(score, 4), explained("\n".join(lines)), evidence, regrade)
 
 

@@ -1,7 +1,7 @@
 """What grading produces: a scored item and a submission's grade.
 
 Plain values: the pipeline makes them, ``results``, ``report``, ``sanitize`` and the delivery
-layer read them.
+layer read them. An item's evidence is typed (``evidence.py``).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autograder.course.rubric import Item
+from autograder.grading.evidence import Evidence
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class ItemResult:
     item: Item
     score: float
     output: str  # for the student (results.json)
-    evidence: dict = field(default_factory=dict)  # for the TA report (seeds included)
+    evidence: Evidence = field(default_factory=Evidence)  # for the TA report (seeds included)
     regrade: bool = False  # not graded, or hit by a grader fault: a person should look
     not_run: str | None = None  # why the check could not run here (e.g. "needs a GPU")
 

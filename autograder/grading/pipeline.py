@@ -59,6 +59,7 @@ from autograder.feedback import LINE_BYTES, capped, two_decimals
 from autograder.grading import performance, reference_counters, sanitize
 from autograder.grading.checks import SCORERS, student_launches
 from autograder.grading.compare import CaseOutcome, judged
+from autograder.grading.evidence import Evidence
 from autograder.grading.grade import Grade, ItemResult
 from autograder.grading.resources import Resources, kernel_resources
 
@@ -452,10 +453,10 @@ def _grade_assignment(
 
 def _drawn_marked(result: ItemResult, spec: Spec) -> ItemResult:
     """``result`` with each case of its evidence saying whether its group drew it (TA report)."""
-    if "cases" not in result.evidence:
+    if result.evidence.cases is None:
         return result
-    cases = [{**c, "drawn": is_drawn(spec, c["group"], c["index"])} for c in result.evidence["cases"]]
-    return replace(result, evidence={**result.evidence, "cases": cases})
+    cases = tuple(replace(c, drawn=is_drawn(spec, c.group, c.index)) for c in result.evidence.cases)
+    return replace(result, evidence=replace(result.evidence, cases=cases))
 
 
 def _ungraded(items: tuple[Item, ...], problem: str, regrade: bool) -> Iterator[ItemResult]:
@@ -474,7 +475,7 @@ def check_item(item: Item, runner: CaseRunner) -> ItemResult:
         return SCORERS[item.check](item, runner)
     except Exception as e:  # a grader bug: this item is lost, the rest are graded
         message = f"grader error ({type(e).__name__}: {e}); this item is flagged for regrading"
-        return ItemResult(item, 0.0, message, {"grader_error": repr(e)}, regrade=True)
+        return ItemResult(item, 0.0, message, Evidence(detail={"grader_error": repr(e)}), regrade=True)
 
 
 def _compile_problem(

@@ -4,7 +4,9 @@ Unlike ``results.json`` it carries everything: the secret seed of the run and ea
 seed (to reproduce the inputs; the sizes a group drew come from the run's seed, and the case
 tables mark them), every case's evidence (shapes, max errors, first wrong index, unwritten
 outputs, modified inputs), every finding with its line, counters and ratios, and which items
-are flagged for regrading.
+are flagged for regrading. Its JSON holds each item's evidence as ``Evidence.to_json`` writes it
+(``autograder class-report`` and ``autograder table`` read those files); the Markdown's case
+tables come from the typed evidence.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 from pathlib import Path
 
 from autograder.feedback import ITEM_OUTPUT_BYTES, capped, two_decimals
+from autograder.grading.evidence import CaseRecord
 from autograder.grading.grade import Grade
 
 
@@ -36,14 +39,16 @@ def report_data(grade: Grade, submission: Path) -> dict:
                 "regrade": r.regrade,
                 "not_run": r.not_run,
                 "output": capped(r.output, ITEM_OUTPUT_BYTES),
-                "evidence": r.evidence,
+                "evidence": r.evidence.to_json(),
             }
             for r in grade.items
         ],
     }
 
 
-def markdown(data: dict) -> str:
+def markdown(grade: Grade, submission: Path) -> str:
+    """The report as Markdown: the JSON's figures, and each item's cases and ratio."""
+    data = report_data(grade, submission)
     lines = [
         f"# Grading report: {data['submission']}",
         "",
@@ -60,15 +65,15 @@ def markdown(data: dict) -> str:
             for i in data["items"]
         ],
     ]
-    for item in data["items"]:
+    for item, result in zip(data["items"], grade.items, strict=True):
         lines += ["", f"## {item['name']}", "", "```", item["output"], "```"]
-        lines += _cases_table(item["evidence"].get("cases", []))
-        if "ratio" in item["evidence"]:
-            lines += ["", f"ratio evidence: `{json.dumps(item['evidence']['ratio'], default=str)}`"]
+        lines += _cases_table(result.evidence.cases or ())
+        if result.evidence.ratio is not None:
+            lines += ["", f"ratio evidence: `{json.dumps(result.evidence.ratio.to_dict(), default=str)}`"]
     return "\n".join(lines) + "\n"
 
 
-def _cases_table(cases: list[dict]) -> list[str]:
+def _cases_table(cases: tuple[CaseRecord, ...]) -> list[str]:
     if not cases:
         return []
     lines = [
@@ -77,26 +82,21 @@ def _cases_table(cases: list[dict]) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for c in cases:
-        outputs = c["outputs"]
-        worst = max((o["max_abs_error"] or 0.0 for o in outputs), default=None)
+        worst = max((o.max_abs_error or 0.0 for o in c.outputs), default=None)
         first = next(
-            (
-                f"{o['first_wrong']} = {o['got']:.7g} (want {o['expected']:.7g})"
-                for o in outputs
-                if o["first_wrong"]
-            ),
+            (f"{o.first_wrong} = {o.got:.7g} (want {o.expected:.7g})" for o in c.outputs if o.first_wrong),
             "",
         )
-        params = ", ".join(f"{k}={v}" for k, v in c["params"].items())
-        params = f"{c['group']}: {params}" + (" (drawn)" if c.get("drawn") else "")
-        status = "yes" if c["correct"] else f"no{': ' + c['error'].splitlines()[0] if c['error'] else ''}"
+        params = ", ".join(f"{k}={v}" for k, v in c.params.items())
+        params = f"{c.group}: {params}" + (" (drawn)" if c.drawn else "")
+        status = "yes" if c.correct else f"no{': ' + c.error.splitlines()[0] if c.error else ''}"
         error = "" if worst is None else f"{worst:.3g}"
         lines.append(
-            f"| {params} | {c['backend']} | {c['seed']} | {status} | {error} "
-            f"| {first} | {sum(o['unwritten'] for o in outputs)} | {len(c['findings'])} |"
+            f"| {params} | {c.backend} | {c.seed} | {status} | {error} "
+            f"| {first} | {sum(o.unwritten for o in c.outputs)} | {len(c.findings)} |"
         )
-    findings = [f for c in cases for f in c["findings"]]
-    lines += ["", *[f"- line {f['line']}: {f['kind']}: {f['message']}" for f in findings]]
+    findings = [f for c in cases for f in c.findings]
+    lines += ["", *[f"- line {f.line}: {f.kind}: {f.message}" for f in findings]]
     return lines
 
 
@@ -108,5 +108,5 @@ def write_report(path: Path, grade: Grade, submission: Path) -> tuple[Path, Path
     data = report_data(grade, submission)
     json_path, md_path = stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".md")
     json_path.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    md_path.write_text(markdown(data))
+    md_path.write_text(markdown(grade, submission))
     return json_path, md_path

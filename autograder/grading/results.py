@@ -62,13 +62,12 @@ def leaderboard(grade: Grade, rubric: Rubric) -> list[dict]:
 
 
 def _measured_ratio(result: ItemResult) -> float | None:
-    evidence = result.evidence.get("ratio") or {}
-    ratio = evidence.get("ratio")
-    timed = (
-        result.item.check == "performance" and result.item.metric == TIME and evidence.get("metric") == TIME
-    )
-    if not timed or result.not_run or result.regrade or evidence.get("below_floor"):
+    evidence = result.evidence.ratio
+    if evidence is None or not (result.item.check == "performance" and result.item.metric == TIME):
         return None
+    if evidence.metric != TIME or result.not_run or result.regrade or evidence.below_floor:
+        return None
+    ratio = evidence.ratio
     value = round(ratio, 3) if isinstance(ratio, int | float) and math.isfinite(ratio) else 0.0
     return value if value > 0 else None  # as printed in the feedback (``{ratio:.3f}x``)
 

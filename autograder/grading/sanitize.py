@@ -5,7 +5,8 @@ The emulator is the grader's own oracle for bounds, barriers and races; NVIDIA's
 initcheck) watches a GPU worker (``backends.watched_gpu``: the same killable worker as every
 GPU run, started under the tool) while it runs the launches grading ran, within a time
 limit; the tool's report (``sanitizer_report.py``) becomes a :class:`SanitizerRun`. The
-pipeline adds the runs to the bounds and barriers items, unscored (:func:`with_cross_check`).
+pipeline adds the runs to the bounds and barriers items, unscored (:func:`with_cross_check`):
+their findings of the item's check, as ``SanitizerRecord`` evidence.
 
 What the sanitizer cannot see (measured on an H200, ``docs/gpu-facts.md``): an early
 ``return`` before ``__syncthreads()`` and a barrier inside ``if (i < n)`` pass every tool,
@@ -26,7 +27,8 @@ from autograder.backends.registry import watched_gpu
 from autograder.contract import BackendError, Finding, Launch, LaunchTimeout
 from autograder.feedback import counted
 from autograder.grading.checks import finding_lines
-from autograder.grading.compare import MAX_RECORDED_FINDINGS, record
+from autograder.grading.compare import MAX_RECORDED_FINDINGS
+from autograder.grading.evidence import SanitizerRecord, recorded
 from autograder.grading.grade import ItemResult
 from autograder.grading.sanitizer_report import Allocation, allocations_of, error_count, parse
 
@@ -147,16 +149,16 @@ def with_cross_check(result: ItemResult, runs: Sequence[SanitizerRun]) -> ItemRe
     lines = [f"compute-sanitizer cross-check (not scored): {counted(len(findings), f'{check} finding')}"]
     lines += finding_lines(findings)
     lines += [f"  {run.tool}: {run.note}" for run in runs if run.note]
-    evidence = {
-        **result.evidence,
-        "sanitizer": [
-            {
-                "tool": run.tool,
-                "errors": run.errors,
-                "note": run.note,
-                "findings": [record(f) for f in run.findings if f.check == check][:MAX_RECORDED_FINDINGS],
-            }
+    evidence = replace(
+        result.evidence,
+        sanitizer=tuple(
+            SanitizerRecord(
+                run.tool,
+                run.errors,
+                run.note,
+                tuple(recorded(f) for f in run.findings if f.check == check)[:MAX_RECORDED_FINDINGS],
+            )
             for run in runs
-        ],
-    }
+        ),
+    )
     return replace(result, output=result.output + "\n" + "\n".join(lines), evidence=evidence)

@@ -185,11 +185,7 @@ def submissions() -> list[tuple[str, Path]]:
 def verdicts(grade) -> list[list[tuple]]:
     """Each item's verdict on each listed (public) case: its parameters, right or not, its findings."""
     return [
-        [
-            (c["params"], c["correct"], c["findings"])
-            for c in result.evidence.get("cases", [])
-            if not c["drawn"]
-        ]
+        [(c.params, c.correct, c.findings) for c in result.evidence.cases or () if not c.drawn]
         for result in grade.items
     ]
 

@@ -79,6 +79,6 @@ def test_a_third_backend_grades_with_and_without_timing(course, measures_time):
     if measures_time:
         assert {launch.args[-1].value for launch in recording.launches} >= {3000, 1000}  # the perf gate
         assert performance.passed and recording.timed == [{"n": 3000}, {"n": 1000}]
-        assert performance.evidence["ratio"]["cases"][0]["device"] == "recording"
+        assert performance.evidence.ratio.cases[0]["device"] == "recording"
     else:
         assert performance.not_run == "needs a GPU" and performance.regrade and not recording.timed

@@ -108,7 +108,7 @@ def test_the_same_bytes_as_v4_f32_or_v2_u64_count_the_same(rng, space):
     for metric in TRAFFIC:  # every metric a traffic item may name, scored as the grading scores it
         item = replace(_item("shared_load_values"), metric=metric)
         result = traffic(item, _Runs(pairs, floats))
-        case = result.evidence["ratio"]["cases"][0]
+        case = result.evidence.ratio.cases[0]
         assert case["student"] == case["reference"], f"{metric}: {case}"
         assert result.score == item.points
     rows = {r.counter: r for r in ledger(MATMUL, pairs, floats.totals, CASE)}
@@ -124,7 +124,7 @@ def test_one_and_a_half_times_the_data_as_u64_pairs_loses_marks(rng, space):
     student = _counters(rng, space, wide=True, extra=True)
     item = _item(f"{space}_load_values")
     result = traffic(item, _Runs(student, reference))
-    case = result.evidence["ratio"]["cases"][0]
+    case = result.evidence.ratio.cases[0]
     assert result.score < item.points, f"full marks at {case['ratio']:.2f}x: {result.output}"
     assert (case["student"], case["reference"]) == (6 * THREADS, 4 * THREADS)  # in floats: 1.5x
     assert case["ratio"] == pytest.approx(1.5)

@@ -304,8 +304,8 @@ MUTANTS = [
     (
         "sanitize: the evidence keeps other checks' findings",
         "autograder/grading/sanitize.py",
-        '"findings": [record(f) for f in run.findings if f.check == check]',
-        '"findings": [record(f) for f in run.findings]',
+        "tuple(recorded(f) for f in run.findings if f.check == check)",
+        "tuple(recorded(f) for f in run.findings)",
     ),
     ("run_autograder: no fallback", "run_autograder", 'if [ ! -s "$results" ]; then', "if false; then"),
     (

@@ -22,7 +22,7 @@ from pathlib import Path
 from autograder.contract import Finding
 from autograder.course.rubric import Item, Limits, Rubric
 from autograder.grading import performance
-from autograder.grading.compare import record
+from autograder.grading.evidence import CaseRecord, Evidence, recorded
 from autograder.grading.grade import Grade, ItemResult
 from autograder.grading.report import report_data
 from autograder.grading.results import build_results
@@ -258,47 +258,56 @@ def _findings(student: _Student, assignment: str, params: dict) -> list[Finding]
     ]
 
 
-def _cases(student: _Student, item: Item) -> list[dict]:
+def _cases(student: _Student, item: Item) -> tuple[CaseRecord, ...]:
     groups = {"ragged": RAGGED, "safety": SAFETY}.get(item.cases, ({"T": 256, "n": 65536},))
-    return [
-        {
-            "group": item.cases,
-            "index": k,
-            "label": ", ".join(f"{key}={value}" for key, value in params.items()),
-            "params": params,
-            "backend": "emulator",
-            "correct": not (findings := _findings(student, item.assignment, params)),
-            "findings": [record(f) for f in findings],
-        }
+    return tuple(
+        CaseRecord(
+            group=item.cases,
+            index=k,
+            label=", ".join(f"{key}={value}" for key, value in params.items()),
+            params=params,
+            seed=k,
+            backend="emulator",
+            correct=not (findings := _findings(student, item.assignment, params)),
+            error=None,
+            grader_fault=False,
+            outputs=(),
+            inputs_modified=(),
+            findings=tuple(map(recorded, findings)),
+            elapsed_ms=None,
+            wall_s=None,
+            counters=None,
+            stdout="",
+        )
         for k, params in enumerate(groups)
-    ]
+    )
 
 
 def _result(student: _Student, item: Item) -> ItemResult:
-    cases = _cases(student, item) if item.check != "performance" else []
+    cases = _cases(student, item) if item.check != "performance" else ()
     gated = item.check != "correctness" and _buggy(student, item.assignment)  # scored on right answers only
     if item.check in ("traffic", "performance"):
         return _ratio_result(student, item, cases, gated)
-    wrong = gated or not all(c["correct"] for c in cases)
+    wrong = gated or not all(c.correct for c in cases)
     wrong |= item.check == "correctness" and item.cases == "aligned" and student.wrong_aligned
-    lines = [f"{sum(c['correct'] for c in cases)} of {len(cases)} cases correct"]
-    lines += [f"- {c['label']}: {f['message']}" for c in cases for f in c["findings"]]
+    lines = [f"{sum(c.correct for c in cases)} of {len(cases)} cases correct"]
+    lines += [f"- {c.label}: {f.message}" for c in cases for f in c.findings]
     if student.index == PRINTS and item.check == "correctness":
         lines += ["  your kernel printed:", f"    | {SCRIPT} 0", f"    | {SCRIPT} 1"]
-    return ItemResult(item, 0.0 if wrong else item.points, "\n".join(lines), {"cases": cases})
+    return ItemResult(item, 0.0 if wrong else item.points, "\n".join(lines), Evidence(cases=cases))
 
 
-def _ratio_result(student: _Student, item: Item, cases: list[dict], gated: bool) -> ItemResult:
+def _ratio_result(student: _Student, item: Item, cases: tuple[CaseRecord, ...], gated: bool) -> ItemResult:
     timed = item.metric == "time"
     if timed and student.gpu_missing:
         evidence = performance.not_run(item.metric)
-        return ItemResult(item, 0.0, evidence.message, {"ratio": evidence.to_dict()}, regrade=True)
+        return ItemResult(item, 0.0, evidence.message, Evidence(ratio=evidence), regrade=True)
     if gated:
         message = "not awarded: the kernel does not compute the right answer on the cases this check runs"
         evidence = performance.PerformanceEvidence(
             item.metric, 0.0, message, None, item.full_at, item.zero_at
         )
-        return ItemResult(item, 0.0, message, {"cases": cases, "ratio": evidence.to_dict()})
+        return ItemResult(item, 0.0, message, Evidence(cases=cases, ratio=evidence))
     if timed:
         ratio = math.exp(student.rng.gauss(math.log(item.full_at * 1.1), 0.45))
     else:
@@ -314,6 +323,4 @@ def _ratio_result(student: _Student, item: Item, cases: list[dict], gated: bool)
         item.metric, fraction, message, ratio, item.full_at, item.zero_at, below_floor=below_floor
     )
     score = round(item.points * fraction, 4)
-    return ItemResult(
-        item, score, message, {"cases": cases, "ratio": evidence.to_dict()}, regrade=below_floor
-    )
+    return ItemResult(item, score, message, Evidence(cases=cases, ratio=evidence), regrade=below_floor)

@@ -138,7 +138,7 @@ def test_a_finding_on_a_case_of_another_group_counts_and_names_that_case():
     result = bounds(item("bounds"), runs)
     assert result.score == 0, result.output
     assert result.output.endswith("wrote c[10] past its end (on case ragged n=33)"), result.output
-    shown = [(c["group"], c["index"]) for c in result.evidence["cases"]]
+    shown = [(c.group, c.index) for c in result.evidence.cases]
     assert shown == [("safety", 0), ("safety", 1), ("ragged", 3)]  # the item's cases, and where it was seen
     assert barriers(item("barriers"), runs).score == 0
     clean = FakeRuns(safety=[outcome()], elsewhere=[replace(outcome(index=2), group="ragged")])
@@ -197,7 +197,7 @@ def test_printf_output_is_shown_with_each_case_and_kept_short():
     result = correctness(item(), FakeRuns(grading=[chatty]))
     assert "your kernel printed:\n    | thread 0 says hi\n" in result.output
     assert "thread 5 says hi" not in result.output and "... 7 more lines" in result.output
-    assert result.evidence["cases"][0]["stdout"] == printed
+    assert result.evidence.cases[0].stdout == printed
 
 
 def test_an_infinite_reference_value_is_matched_exactly_not_within_an_infinite_tolerance():

@@ -1,7 +1,10 @@
 import csv
 import json
+from pathlib import Path
 
+from autograder.course.rubric import Item
 from autograder.delivery.class_table import class_rows, markdown, write_csv
+from autograder.grading.grade import Grade, ItemResult
 from autograder.grading.report import markdown as report_markdown
 
 
@@ -43,16 +46,11 @@ def test_scores_read_with_at_most_two_decimals(tmp_path):
     a = report(tmp_path / "a/report.json", "a", {"vec traffic": 0.70751, "vec bounds": 2})
     columns, rows = class_rows([a])
     assert markdown(columns, rows).splitlines()[2].startswith("| a | 2.71 / 10 | 0.71 | 2 |")
-    item = {
-        "name": "vec traffic",
-        "score": 0.70751,
-        "max_score": 1,
-        "regrade": False,
-        "output": "",
-        "evidence": {},
-    }
-    data = {"submission": "a", "score": 2.70751, "max_score": 10, "backend": "emulator", "elapsed_s": 1.0}
-    text = report_markdown({**data, "seed": 1, "notes": [], "items": [item]})
+    items = (
+        ItemResult(Item("vec", "traffic", "safety", 1, "vec traffic"), 0.70751, ""),
+        ItemResult(Item("vec", "bounds", "safety", 9, "vec bounds"), 2.0, ""),
+    )
+    text = report_markdown(Grade(items, "emulator", 1, elapsed_s=1.0), Path("a"))
     assert "Score **2.71 / 10**" in text and "| vec traffic | 0.71 / 1 |  |" in text
     assert "0.7075" not in text
 

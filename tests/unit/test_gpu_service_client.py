@@ -21,6 +21,8 @@ from click.testing import CliRunner
 from autograder import cli
 from autograder.delivery import gpu_service
 from autograder.grading import pipeline
+from autograder.grading.evidence import Evidence, ServiceRecord
+from autograder.grading.performance import PerformanceEvidence
 
 from .fake_backend import open_fake_backends
 
@@ -35,7 +37,10 @@ VERDICT = {
     "feedback": "time 1.5x the reference",
     "regrade": False,
     "not_run": None,
-    "evidence": {"ratio": {"metric": "time", "ratio": 1.5}},
+    # as the service's TA report records it (``Evidence.to_json``), sent as JSON
+    "evidence": json.loads(
+        json.dumps(Evidence(ratio=PerformanceEvidence("time", 0.75, "1.5x", 1.5)).to_json())
+    ),
 }
 # the service grades every item; the caller must take only those not run here
 OTHER = {**VERDICT, "name": "vec correctness (aligned)", "score": 0.0, "max_score": 2, "feedback": "wrong"}
@@ -132,7 +137,7 @@ def test_an_item_not_run_here_is_replaced_by_the_services_verdict_and_the_total_
     assert "could not be graded here" not in results["output"]
     item = by_name(report["items"])[PERF]
     assert item["score"] == 0.75 and item["not_run"] is None
-    assert item["evidence"]["gpu_service"] == {"url": service.url, "backend": "gpu"}
+    assert item["evidence"] == {**VERDICT["evidence"], "gpu_service": {"url": service.url, "backend": "gpu"}}
     assert report["score"] == local_report["score"] + 0.75
     headers, sent = service.requests[0]
     assert headers["Authorization"] == f"Bearer {TOKEN}" and sent["path"] == gpu_service.GRADE_PATH
@@ -188,6 +193,10 @@ FAILURES = {
     "its own not run": (
         answering(200, {**GRADED, "status": "not run", "reason": "did not answer within 60 s"}),
         "did not answer within 60 s",
+    ),
+    "evidence of another shape": (
+        answering(200, {**GRADED, "items": [{**VERDICT, "evidence": {"cases": [{"group": "perf"}]}}]}),
+        "has no valid 'evidence': a CaseRecord lacks 'index'",
     ),
     "an item it could not run": (
         answering(200, {**GRADED, "items": [{**VERDICT, "not_run": "needs a GPU", "score": 0}]}),
@@ -315,7 +324,7 @@ def test_a_verdict_names_the_service_by_scheme_host_and_port_alone(course, backe
     )
     prefixed = gpu_service.Service(service.url + "/private-prefix", TOKEN)
     merged = gpu_service.completed(graded, course, course.root / "reference", prefixed, 60.0)
-    assert by_name_results(merged)[PERF].evidence["gpu_service"] == {"url": service.url, "backend": "gpu"}
+    assert by_name_results(merged)[PERF].evidence.gpu_service == ServiceRecord(url=service.url, backend="gpu")
     assert service.requests[0][1]["path"] == "/private-prefix" + gpu_service.GRADE_PATH
 
 

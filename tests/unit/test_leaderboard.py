@@ -9,6 +9,7 @@ from autograder.contract import Timing
 from autograder.course.folder import read_course
 from autograder.course.rubric import RubricError, load_rubric
 from autograder.grading import performance, pipeline
+from autograder.grading.evidence import Evidence
 from autograder.grading.grade import Grade, ItemResult
 from autograder.grading.results import build_results
 
@@ -48,7 +49,7 @@ def timed(item, *timings: Timing) -> ItemResult:
         item,
         round(item.points * evidence.fraction, 4),
         evidence.message,
-        {"cases": [], "ratio": evidence.to_dict()},
+        Evidence(cases=(), ratio=evidence),
         regrade=evidence.below_floor,
     )
 
@@ -56,14 +57,14 @@ def timed(item, *timings: Timing) -> ItemResult:
 def not_run(item) -> ItemResult:
     evidence = performance.not_run(item.metric, "needs a GPU")
     return ItemResult(
-        item, 0.0, evidence.message, {"ratio": evidence.to_dict()}, regrade=True, not_run="needs a GPU"
+        item, 0.0, evidence.message, Evidence(ratio=evidence), regrade=True, not_run="needs a GPU"
     )
 
 
 def counted(item, student: int, reference: int) -> ItemResult:
     counts = [performance.CounterRatio({"n": 70}, student, reference)]
     evidence = performance.score_counters(item.metric, counts, item.full_at, item.zero_at)
-    return ItemResult(item, item.points * evidence.fraction, evidence.message, {"ratio": evidence.to_dict()})
+    return ItemResult(item, item.points * evidence.fraction, evidence.message, Evidence(ratio=evidence))
 
 
 def grade_of(*items: ItemResult) -> Grade:
@@ -110,10 +111,12 @@ def test_without_opt_in_results_json_is_unchanged(tmp_path):
     "result",
     [
         pytest.param(not_run, id="not run: no GPU"),
-        pytest.param(lambda item: ItemResult(item, 0.0, "not awarded: wrong", {"cases": []}), id="gated"),
+        pytest.param(
+            lambda item: ItemResult(item, 0.0, "not awarded: wrong", Evidence(cases=())), id="gated"
+        ),
         pytest.param(lambda item: timed(item, timing(0.5, wrong="c[3] wrong")), id="wrong timed launch"),
         pytest.param(
-            lambda item: ItemResult(item, 0.0, "timing failed: lost", {"cases": []}), id="timing failed"
+            lambda item: ItemResult(item, 0.0, "timing failed: lost", Evidence(cases=())), id="timing failed"
         ),
         pytest.param(lambda item: timed(item, timing(0.01, floor_ms=0.5)), id="under the physical floor"),
         pytest.param(

@@ -479,8 +479,8 @@ def test_performance_item_without_gpu_is_not_run_and_flagged():
 def test_performance_item_on_gpu_scores_the_timing_with_its_evidence():
     result = checks.performance_check(PERF_ITEM, _Runs("gpu", [_timing(2.0, 1.0)]))
     assert 0.0 < result.score < 3.0 and not result.regrade
-    assert result.evidence["ratio"]["ratio"] == pytest.approx(2.0)
-    assert result.evidence["ratio"]["cases"][0]["device"] == "NVIDIA H200"
+    assert result.evidence.ratio.ratio == pytest.approx(2.0)
+    assert result.evidence.ratio.cases[0]["device"] == "NVIDIA H200"
 
 
 def test_performance_item_is_gated_on_correct_answers():

@@ -155,10 +155,10 @@ def test_the_grading_backends_own_findings_count_when_it_is_not_the_safety_backe
     bounds = next(r for r in graded.items if r.item.check == "bounds")
     assert bounds.score == 0 and "the canary zone after c was written" in bounds.output
     # the safety cases on both backends, and the correctness cases the GPU's canaries saw it on
-    assert sorted(case["backend"] for case in bounds.evidence["cases"]) == ["emulator"] * 2 + ["gpu"] * 5
+    assert sorted(case.backend for case in bounds.evidence.cases) == ["emulator"] * 2 + ["gpu"] * 5
     alone = grade(course, backends, course.root / "reference")
     bounds = next(r for r in alone.items if r.item.check == "bounds")
-    assert bounds.passed and len(bounds.evidence["cases"]) == 2  # one backend: its cases once, not twice
+    assert bounds.passed and len(bounds.evidence.cases) == 2  # one backend: its cases once, not twice
 
 
 def test_modified_input_is_reported(course, backends, submit):
@@ -303,7 +303,7 @@ def test_results_json_shape(course, backends):
         ["vec", "performance", "regrade"],
     )
     assert results["tests"][6]["number"] == "2.1"
-    case_seed = graded.items[0].evidence["cases"][0]["seed"]
+    case_seed = graded.items[0].evidence.cases[0].seed
     assert "seed" not in json.dumps(results) and "918273645" not in json.dumps(results)
     assert str(case_seed) not in json.dumps(results)
 
@@ -339,8 +339,8 @@ def test_sanitize_adds_the_cross_check_of_the_grading_launches_to_bounds_and_bar
     graded = grade(course, Backends(native, FakeBackend()), course.root / "reference", cross_check=True)
     checked = [r for r in graded.items if "compute-sanitizer cross-check" in r.output]
     assert {r.item.check for r in checked} == {"bounds", "barriers"} and len(seen) == 1  # a group runs once
-    assert all(r.passed and r.evidence["sanitizer"][0]["note"] == "stopped after 300 s" for r in checked)
-    safety = [case["params"]["n"] for case in checked[0].evidence["cases"] if case["backend"] == "emulator"]
+    assert all(r.passed and r.evidence.sanitizer[0].note == "stopped after 300 s" for r in checked)
+    safety = [case.params["n"] for case in checked[0].evidence.cases if case.backend == "emulator"]
     assert seen[0] == safety  # the very cases, in order, that grading ran
 
 
@@ -480,7 +480,7 @@ def test_all_launches_together_stop_at_a_multiple_of_the_references_instructions
         "not run: your kernel ran 14.1 times the reference's instructions over the graded cases; "
         "the grader stops at 8 times"
     ) in bounds.output
-    ran = sum(c["counters"]["lane_instructions"] for r in graded.items[:2] for c in r.evidence["cases"])
+    ran = sum(c.counters["lane_instructions"] for r in graded.items[:2] for c in r.evidence.cases)
     assert ran == 8 * 238_000_000  # all its work together: the budget, not a launch more
     within = grade(course, backends, submit(vec=VEC_LIKE.format(per=7_000_000)))
     assert sum(r.score for r in within.items) == 7  # every item but the untimed performance one
@@ -523,15 +523,15 @@ def test_a_kernel_safe_only_on_the_listed_sizes_loses_bounds_on_a_drawn_case(
     folder = submit(vec=KNOWS_THE_CASES)
     graded = grade(course, backends, folder, seed=5)
     bounds = next(r for r in graded.items if r.item.check == "bounds")
-    [drawn] = [c for c in bounds.evidence["cases"] if c["drawn"]]
-    assert bounds.score == 0 and f"(on case safety T=32, n={drawn['params']['n']})" in bounds.output
-    assert [c["drawn"] for c in bounds.evidence["cases"]] == [False, False, True]
+    [drawn] = [c for c in bounds.evidence.cases if c.drawn]
+    assert bounds.score == 0 and f"(on case safety T=32, n={drawn.params['n']})" in bounds.output
+    assert [c.drawn for c in bounds.evidence.cases] == [False, False, True]
     again = next(r for r in grade(course, backends, folder, seed=5).items if r.item.check == "bounds")
-    assert [(c["params"], c["seed"]) for c in again.evidence["cases"]] == [
-        (c["params"], c["seed"]) for c in bounds.evidence["cases"]
+    assert [(c.params, c.seed) for c in again.evidence.cases] == [
+        (c.params, c.seed) for c in bounds.evidence.cases
     ]  # the same secret draws the same sizes and inputs
     _, md_path = write_report(tmp_path / "report.md", graded, folder)
-    assert f"| safety: T=32, n={drawn['params']['n']} (drawn) |" in md_path.read_text()
+    assert f"| safety: T=32, n={drawn.params['n']} (drawn) |" in md_path.read_text()
     assert grade(course, backends, course.root / "reference", seed=5).items[2].passed
 
 

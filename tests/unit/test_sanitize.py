@@ -115,7 +115,7 @@ def test_the_cross_check_joins_an_item_unscored():
     assert "compute-sanitizer cross-check (not scored): 2 bounds findings" in checked.output
     assert "vector_add.cu:5: thread (232,0,0) of block (3,0,0)" in checked.output
     assert "racecheck: stopped after 300 s" in checked.output
-    assert checked.evidence["sanitizer"][0]["errors"] == 3
+    assert checked.evidence.sanitizer[0].errors == 3
 
 
 def test_an_item_carries_only_the_cross_check_findings_of_its_own_check():
@@ -128,8 +128,8 @@ def test_an_item_carries_only_the_cross_check_findings_of_its_own_check():
     checked = sanitize.with_cross_check(bounds, runs)
     assert checked.score == 0.0 and "(not scored): 2 bounds findings" in checked.output
     assert "window_sum.cu" not in checked.output
-    assert [len(run["findings"]) for run in checked.evidence["sanitizer"]] == [2, 0]
+    assert [len(run.findings) for run in checked.evidence.sanitizer] == [2, 0]
     checked = sanitize.with_cross_check(barriers, runs)
     assert checked.score == 2.0 and "(not scored): 1 barriers finding" in checked.output
     assert "vector_add.cu" not in checked.output
-    assert [len(run["findings"]) for run in checked.evidence["sanitizer"]] == [0, 1]
+    assert [len(run.findings) for run in checked.evidence.sanitizer] == [0, 1]
