@@ -170,7 +170,7 @@ def grade(
             graded = pipeline.grade_submission(
                 submission, course, backends, seed, list(assignments) or None, progress_printer(), sanitize
             )
-        graded = with_gpu_service(graded, course, submission, gpu_url, started)
+        graded = with_gpu_service(graded, course, gpu_url, started)
         results = build_results(graded, rubric)
     except BaseException as e:  # KeyboardInterrupt, SystemExit, Terminated too: results.json comes first
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not stop this write
@@ -184,15 +184,13 @@ def grade(
     click.echo(f"{points_summary(graded.items)} -> {results_path}")
 
 
-def with_gpu_service(
-    graded: Grade, course: Course, submission: Path, url: str | None, started: float
-) -> Grade:
+def with_gpu_service(graded: Grade, course: Course, url: str | None, started: float) -> Grade:
     """The items not run here graded by the GPU service, when one is configured, within the
     submission's time limit (``gpu_service``); each item it changes shown as it comes."""
     service = gpu_service.configured(course.root, url)
     remaining_s = course.rubric.limits.submission_s - (time.monotonic() - started)
     wait_s = gpu_service.wait_within(remaining_s)
-    return gpu_service.completed(graded, course, submission, service, wait_s, progress=progress_printer())
+    return gpu_service.completed(graded, service, wait_s, progress=progress_printer())
 
 
 class Terminated(BaseException):

@@ -49,6 +49,7 @@ from pathlib import Path
 from autograder.backends.registry import CLASSES, holds_a_gpu, resolve_where, select_backend
 from autograder.contract import BackendError
 from autograder.course.folder import Course
+from autograder.course.submitted import kernels
 from autograder.delivery import packaging
 from autograder.delivery.export import BatchError as BatchError
 from autograder.delivery.export import Submission, Submitter, read_limit, submission_files
@@ -336,7 +337,7 @@ def write_class(out: Path, course: Course, settings: Settings, outcomes: list[Ou
         "backend": settings.backend,
         "assignments": list(settings.assignments),
         "rubric": rubric,
-        "kernels": {name: spec.kernel for name, spec in course.specs.items()},
+        "kernels": kernels(course),
         "ledger": reference,
         "ledger_key": ledger_key,
         "submissions": [

@@ -3,10 +3,10 @@
 Hosted Gradescope has no GPU, so ``autograder grade`` scores every timed item "not run: needs a
 GPU". When a GPU service is configured (``AUTOGRADER_GPU_URL`` and ``AUTOGRADER_GPU_TOKEN``, or
 the course root's ``gpu-service.json``, which ``autograder gradescope --gpu-url`` bakes into the
-zip), :func:`completed` sends the kernel of each assignment with such items, and the run's own
-secret seed, to the service (``autograder serve``, docs/gpu-service.md), waits up to a deadline
-inside the submission's time limit, and puts the service's verdicts (their evidence read back
-typed, ``Evidence.from_json``) in place of those items.
+zip), :func:`completed` sends the kernel of each assignment with such items, as the grading read
+it (``Grade.submitted``), and the run's own secret seed, to the service (``autograder serve``,
+docs/gpu-service.md), waits up to a deadline inside the submission's time limit, and puts the
+service's verdicts (their evidence read back typed, ``Evidence.from_json``) in place of those items.
 Whatever goes wrong (no answer, a refusal, an answer that is not a grading), the items stay
 exactly as they were, not run, with the reason appended, and nothing else changes.
 
@@ -29,10 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from autograder.course import discovery
-from autograder.course.folder import Course
-from autograder.course.policy import read_source
 from autograder.course.rubric import Item
+from autograder.course.submitted import Submitted
 from autograder.feedback import capped, two_decimals
 from autograder.grading.evidence import Evidence, ServiceRecord
 from autograder.grading.grade import Grade, ItemResult
@@ -160,8 +158,6 @@ def needs_service(result: ItemResult) -> bool:
 
 def completed(
     grade: Grade,
-    course: Course,
-    submission: Path,
     service: Service | None,
     wait_s: float,
     wanted: Callable[[ItemResult], bool] = needs_service,
@@ -173,11 +169,11 @@ def completed(
     if service is None or not names:
         return grade
     started = time.monotonic()
-    sources = _sources(submission, course, names)
+    sources = {s.assignment: s for s in grade.submitted}
 
     def ask(name: str):
         items = [r.item for r in grade.items if wanted(r) and r.item.assignment == name]
-        return _outcome(service, name, sources[name], grade.seed, wait_s, items)
+        return _outcome(service, name, sources.get(name), grade.seed, wait_s, items)
 
     with ThreadPoolExecutor(max_workers=len(names)) as pool:  # each waits at most wait_s
         outcomes = dict(zip(names, pool.map(ask, names), strict=True))
@@ -190,43 +186,30 @@ def completed(
     return replace(grade, items=tuple(items), elapsed_s=grade.elapsed_s + time.monotonic() - started)
 
 
-def _sources(submission: Path, course: Course, names: list[str]) -> dict[str, tuple[str, str] | None]:
-    """Each assignment's kernel as grading read it (``discovery``, then the source policy): its
-    file's name (sent, so that the service's feedback names the student's file) and its text."""
-    kernels = {name: spec.kernel for name, spec in course.specs.items()}
-    with discovery.opened(submission, kernels) as found:
-        return {name: _source(found, name) for name in names}
-
-
-def _source(found: discovery.Submission, name: str) -> tuple[str, str] | None:
-    path, problem = found.locate(name)
-    source, problem = read_source(path) if path else ("", problem)
-    return None if problem or path is None else (path.name, source)
-
-
 def _outcome(
     service: Service,
     assignment: str,
-    source: tuple[str, str] | None,
+    source: Submitted | None,
     seed: int,
     wait_s: float,
     items: list[Item],
 ) -> tuple[str, dict[str, Verdict]] | str:
-    """The service's backend and its verdict on each of ``items``; or why there is none."""
+    """The service's backend and its verdict on each of ``items``; or why there is none. The
+    kernel is sent as the grading read it, under its file's name, so that the service's feedback
+    names the student's file."""
     problem = url_problem(service.url)
     if problem:
         return problem
     if not service.token:
         return f"no token for {service.where} is configured"
-    if source is None:
-        return "its kernel could not be read again to send it"
+    if source is None or source.problem is not None or source.name is None:
+        return "the grade holds no kernel of it to send"
     if wait_s < MIN_WAIT_S:
         return f"no time was left to ask {service.where}"
-    filename, text = source
     request = {
         "assignment": assignment,
-        "filename": filename,
-        "source": text,
+        "filename": source.name,
+        "source": source.text,
         "seed": seed,
         "deadline_s": SERVICE_SHARE * wait_s,
     }

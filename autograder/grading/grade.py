@@ -1,7 +1,8 @@
 """What grading produces: a scored item and a submission's grade.
 
 Plain values: the pipeline makes them, ``results``, ``report``, ``sanitize`` and the delivery
-layer read them. An item's evidence is typed (``evidence.py``).
+layer read them. An item's evidence is typed (``evidence.py``); a grade keeps the files it
+graded (``course/submitted.py``), so that nothing after it opens the submission again.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autograder.course.rubric import Item
+from autograder.course.submitted import Submitted
 from autograder.grading.evidence import Evidence
 
 
@@ -37,3 +39,4 @@ class Grade:
     seed: int  # the secret seed every case's inputs derive from
     elapsed_s: float = 0.0
     notes: tuple[str, ...] = ()  # shown to the student above the items
+    submitted: tuple[Submitted, ...] = ()  # each graded assignment's file as read, or why it was not

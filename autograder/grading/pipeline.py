@@ -51,9 +51,9 @@ from autograder.course.cases import (
     with_drawn,
 )
 from autograder.course.folder import Course
-from autograder.course.policy import read_source
 from autograder.course.rubric import Item
 from autograder.course.spec import Spec
+from autograder.course.submitted import Submitted, opened, read_submitted
 from autograder.device import Occupancy
 from autograder.feedback import LINE_BYTES, capped, two_decimals
 from autograder.grading import performance, reference_counters, sanitize
@@ -372,13 +372,13 @@ def grade_submission(
         )
         cross_check = False
     deadline = started + course.rubric.limits.submission_s
-    items = []
-    kernels = {name: spec.kernel for name, spec in course.specs.items()}
-    with discovery.opened(submission, kernels) as found:
+    items, read = [], []
+    with opened(submission, course) as found:
         names = assignments or _submitted(submission, found, course, notes)
         notes += [*found.notes, *filter(None, map(found.note, names))]
         for name in names:
-            for result in _grade_assignment(name, found, course, backends, secret, deadline, cross_check):
+            read.append(read_submitted(found, name))
+            for result in _grade_assignment(read[-1], course, backends, secret, deadline, cross_check):
                 items.append(result)
                 if progress:
                     progress(result)
@@ -388,6 +388,7 @@ def grade_submission(
         seed=secret,
         elapsed_s=time.monotonic() - started,
         notes=tuple(notes),
+        submitted=tuple(read),
     )
 
 
@@ -414,20 +415,18 @@ def _submitted(submission: Path, found: discovery.Submission, course: Course, no
 
 
 def _grade_assignment(
-    name: str,
-    found: discovery.Submission,
+    submitted: Submitted,
     course: Course,
     backends: Backends,
     secret: int,
     deadline: float,
     cross_check: bool,
 ) -> Iterator[ItemResult]:
+    name = submitted.assignment
     items = course.rubric.assignments[name]
     spec = course.specs[name]
-    path, problem = found.locate(name)
-    source, problem = read_source(path) if path else ("", problem)
-    regrade = False
-    filename = submitted_name(path.name, spec.name) if path else None
+    source, problem, regrade = submitted.text, submitted.problem, False
+    filename = submitted_name(submitted.name, spec.name) if submitted.name else None
     if problem is None:
         problem, regrade = _compile_problem(backends.grading, spec, source, items, filename)
     if problem is not None:

@@ -169,7 +169,7 @@ def test_a_caller_asking_for_every_item_gets_the_services_verdicts(server):
     ) as backends:
         graded = pipeline.grade_submission(ROOT / "reference", course, backends, 7, ["vector_add"])
     service = gpu_service.Service(server.url, TOKEN)
-    merged = gpu_service.completed(graded, course, ROOT / "reference", service, 120, wanted=lambda r: True)
+    merged = gpu_service.completed(graded, service, 120, wanted=lambda r: True)
     for before, after in zip(graded.items, merged.items, strict=True):
         if before.not_run:
             assert after.not_run.endswith("could not run it either (needs a GPU)")

@@ -10,6 +10,7 @@ item exactly as it was, not run, with the reason appended, and results.json vali
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import threading
 import time
@@ -240,10 +241,23 @@ def test_no_token_or_no_time_left_asks_nothing(course, backends, service):
         (gpu_service.Service(service.url, TOKEN), 0.5, "no time was left to ask the GPU service"),
         (gpu_service.Service("file:///etc/passwd", TOKEN), 60.0, "is not http(s)://HOST[:PORT]"),
     ):
-        merged = gpu_service.completed(graded, course, course.root / "reference", target, wait_s)
+        merged = gpu_service.completed(graded, target, wait_s)
         assert reason in by_name_results(merged)[PERF].not_run
     assert service.requests == []
-    assert gpu_service.completed(graded, course, course.root / "reference", None, 60.0) is graded
+    assert gpu_service.completed(graded, None, 60.0) is graded
+
+
+def test_the_kernel_sent_is_the_one_the_grading_read_not_the_file_on_disk_now(
+    course, backends, service, tmp_path
+):
+    folder = tmp_path / "submission"
+    shutil.copytree(course.root / "reference", folder)
+    graded = pipeline.grade_submission(folder, course, backends, seed=2, assignments=["vec"])
+    read = (folder / "vec.cu").read_text()
+    shutil.rmtree(folder)  # gone: the grade holds what was graded
+    merged = gpu_service.completed(graded, gpu_service.Service(service.url, TOKEN), 60.0)
+    assert by_name_results(merged)[PERF].score == 0.75
+    assert service.requests[0][1]["source"] == read and service.requests[0][1]["filename"] == "vec.cu"
 
 
 def test_the_caller_can_ask_for_every_item_of_an_assignment(course, backends, service):
@@ -254,14 +268,7 @@ def test_the_caller_can_ask_for_every_item_of_an_assignment(course, backends, se
         return result.item.assignment == "vec" and result.item.name in (PERF, OTHER["name"])
 
     merged = by_name_results(
-        gpu_service.completed(
-            graded,
-            course,
-            course.root / "reference",
-            gpu_service.Service(service.url, TOKEN),
-            60,
-            every_vec_item,
-        )
+        gpu_service.completed(graded, gpu_service.Service(service.url, TOKEN), 60, every_vec_item)
     )
     assert merged[OTHER["name"]].score == 0.0 and merged[PERF].score == 0.75
     assert [r for r in graded.items if not every_vec_item(r)] == [
@@ -323,7 +330,7 @@ def test_a_verdict_names_the_service_by_scheme_host_and_port_alone(course, backe
         course.root / "reference", course, backends, seed=2, assignments=["vec"]
     )
     prefixed = gpu_service.Service(service.url + "/private-prefix", TOKEN)
-    merged = gpu_service.completed(graded, course, course.root / "reference", prefixed, 60.0)
+    merged = gpu_service.completed(graded, prefixed, 60.0)
     assert by_name_results(merged)[PERF].evidence.gpu_service == ServiceRecord(url=service.url, backend="gpu")
     assert service.requests[0][1]["path"] == "/private-prefix" + gpu_service.GRADE_PATH
 
