@@ -268,12 +268,12 @@ def points_summary(items: tuple[ItemResult, ...], where: str = "") -> str:
 
 def slowest_case(items: tuple[ItemResult, ...]) -> str | None:
     """How long the slowest case of the items took here, from their case records."""
-    timed = [c for r in items for c in r.evidence.get("cases", ()) if c.get("wall_s") is not None]
+    timed = [c for r in items for c in r.evidence.cases or () if c.wall_s is not None]
     if not timed:
         return None
-    case = max(timed, key=lambda c: c["wall_s"])
-    took = f"{case['wall_s']:.2f} s on the {case['backend']} backend"
-    return f"slowest case: {case['label']} ({case['group']}), {took}"
+    case = max(timed, key=lambda c: c.wall_s or 0.0)
+    took = f"{case.wall_s:.2f} s on the {case.backend} backend"
+    return f"slowest case: {case.label} ({case.group}), {took}"
 
 
 def stdout_is_terminal() -> bool:
