@@ -28,9 +28,9 @@ runs, and a register-only one builds only its every-lane path until some lanes r
 (``ops.every_lane``).
 
 Small launches: a chunk of a few hundred lanes spends most of its time in Python per
-instruction, not in numpy, so for it (``FUSED_LANES``, ``SHELL_BYTES``) a run of independent
+instruction, not in numpy, so for it (``ops.FUSED_LANES``, ``chunk.SHELL_BYTES``) a run of independent
 f32 fmas (a register tile's update, ``ops.fma_runs``) is one instruction, and the chunk is kept
-when its launch ends (``Chunk.release``): the next launch of the same kernel and shape runs in
+when its launch ends (``chunk.Chunk.release``): the next launch of the same kernel and shape runs in
 it (``Chunk.acquire``), registers zeroed, with the executors that hold nothing of a launch
 (register-only instructions, loads and stores through a register's address: ``portable``).
 Everything a launch reports is what a fresh chunk gives (``bench/emulator_digest.py``).
@@ -332,7 +332,7 @@ def portable(kind: int, ins: Instr) -> bool:
     it serves the next launch of the same shape (``Chunk.acquire``)? A register-only
     instruction's does; so does a load's or store's through a register's address, and
     ``ld.param``'s (it reads the launch's arguments when it runs): memory, counters and
-    findings are the chunk's launch's when it runs (``access.Access.m``). Special registers and
+    findings are the chunk's launch's when it runs (``chunk.m``). Special registers and
     symbols are read when an executor is built, so an instruction naming one is not portable."""
     if ins.op in ("ld", "ldu", "st") and isinstance(ins.operands[0 if ins.op == "st" else 1], Addr):
         address = ins.operands[0 if ins.op == "st" else 1]

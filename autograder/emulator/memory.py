@@ -33,6 +33,7 @@ from __future__ import annotations
 import bisect
 import re
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,9 +56,26 @@ RESERVED_REGION = "the block's reserved shared memory"  # below FIRST_SHARED; ho
 GARBAGE = UNDEFINED_BYTE  # the GPU backend's canary byte too: a read past an array agrees
 
 
+SPACES = ("global", "shared", "local", "const", "param")  # the state spaces an instruction names
+
+
 def window_of(addr: np.ndarray | int):
     """The 1 TiB region of a generic address (``SHARED_REGION``, ``LOCAL_REGION``: a window)."""
     return (addr + _HALF) >> REGION_SHIFT
+
+
+def by_window(
+    idx: np.ndarray | None, a: np.ndarray
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, str]]:
+    """Generic addresses ``a`` of lanes ``idx`` (None: every lane) split by the space they lie
+    in: (their positions in ``a``, their lanes, their addresses in the space, the space)."""
+    k = window_of(a)
+    for kk, space in ((SHARED_REGION, "shared"), (LOCAL_REGION, "local"), (None, "global")):
+        here = (k != SHARED_REGION) & (k != LOCAL_REGION) if kk is None else k == kk
+        sub = np.flatnonzero(here)
+        if sub.size:
+            base = 0 if kk is None else kk << REGION_SHIFT
+            yield sub, (sub if idx is None else idx[sub]), a[sub] - base, space
 
 
 def padded(nbytes: int) -> int:

@@ -248,12 +248,12 @@ def build_ldmatrix(ins: Instr, ch):
     def run(idx):
         rows, lanes, a = _row_addresses(ins, ch, get_addr, idx, count)
         groups = access.locate(lanes, a, ROW_BYTES, False, 2)
-        access.count(lanes, a, ROW_BYTES, 8, False)
+        access.traffic.count(lanes, a, ROW_BYTES, 8, False)
         data = garbage(a.size * 8, np.dtype(np.uint16)).reshape(-1, 8)
         for buf, pos, off in groups:
             data[slice(None) if pos is None else pos] = buf.view(np.uint16)[(off >> 1)[:, None] + columns]
             if buf is ch.shared.bytes:
-                access.shadow(lanes, pos, off, ROW_BYTES, "read")
+                access.shadow.check(lanes, pos, off, ROW_BYTES, "read")
         halves = data.reshape(rows.shape[0], -1, 8)[:, src_row, src_col].astype(np.uint32)
         words = halves[..., 0] | (halves[..., 1] << np.uint32(16))
         for j, reg in enumerate(regs):
@@ -278,12 +278,14 @@ def build_stmatrix(ins: Instr, ch):
         data[:, dst_row, dst_col] = halves
         data = data.reshape(-1, 8)
         groups = access.locate(lanes, a, ROW_BYTES, True, 2)
-        access.count(lanes, a, ROW_BYTES, 8, True)
+        access.traffic.count(lanes, a, ROW_BYTES, 8, True)
         for buf, pos, off in groups:
             row_data = data if pos is None else data[pos]
             if buf is ch.shared.bytes:
                 pairs = row_data.view(np.uint32)
-                access.shadow(lanes, pos, off, ROW_BYTES, "write", values=[pairs[:, q] for q in range(4)])
+                access.shadow.check(
+                    lanes, pos, off, ROW_BYTES, "write", values=[pairs[:, q] for q in range(4)]
+                )
             buf.view(np.uint16)[(off >> 1)[:, None] + columns] = row_data
 
     return run

@@ -122,7 +122,7 @@ def _build_transfer(ins, ch, write: bool):
         rows = warp_rows(ch, idx)
         addresses, owners = _addresses(ins, rows, get_addr, get_stride, idx, size)
         groups = access.locate(owners, addresses, size, write, size)
-        access.count(owners, addresses, size, 1, write)
+        access.traffic.count(owners, addresses, size, 1, write)
         values = (
             _gather_fragment(regs, rows, halves).reshape(-1).astype(dtype)
             if write
@@ -135,7 +135,7 @@ def _build_transfer(ins, ch, write: bool):
             else:
                 values[every] = np.take(buf.view(dtype), off // size, mode="wrap")
             if buf is ch.shared.bytes:
-                access.shadow(owners, pos, off, size, "write" if write else "read")
+                access.shadow.check(owners, pos, off, size, "write" if write else "read")
         if not write:
             _scatter_fragment(regs, rows, values.astype(np.float32).reshape(-1, ELEMENTS), halves)
 
