@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from autograder.contract import LaunchFailure
 from autograder.emulator.access import read_bytes
+from autograder.emulator.isa import Executor, Instr
 
 MAX_ASSERT_TEXT = 1024
 
@@ -24,7 +25,7 @@ def build_trap(ins, ch):
     return run
 
 
-def build_assertfail(ins, ch, params: list[str]):
+def build_assertfail(ins: Instr, ch, params: list[str]) -> Executor:
     """``__assertfail(message, file, line, function, char size)``: the arguments are the
     registers of the call's ``.param`` slots, in order."""
     message, file, line, function = (ch.registers.reg(p) for p in params[:4])

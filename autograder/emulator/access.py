@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from autograder.contract import Unsupported
-from autograder.emulator.isa import DTYPES, Addr, Instr, Reg, Sym, Vec, dtype_of, immediate_bits
+from autograder.emulator.isa import DTYPES, Addr, Executor, Instr, Reg, Sym, Vec, dtype_of, immediate_bits
 from autograder.emulator.memory import (
     GARBAGE,
     LOCAL_REGION,
@@ -48,7 +48,6 @@ from autograder.emulator.shadow import wide
 from autograder.emulator.shadow_check import ShadowCheck
 from autograder.emulator.traffic import Traffic
 
-Executor = Callable[[np.ndarray | None], None]  # run(idx): lanes idx (None: every lane) run it
 Groups = list[tuple[np.ndarray, np.ndarray | None, np.ndarray]]  # (bytes, positions (None: all), offsets)
 
 
@@ -426,7 +425,9 @@ def _ld_param(ins, ch, dt, puts, addr: Addr):
     raise Unsupported(f"ld.param from {addr} is not supported by the emulator")
 
 
-def _refused_parameter_access(ins, ch, addr: Addr, write: bool, puts, dt):
+def _refused_parameter_access(
+    ins: Instr, ch, addr: Addr, write: bool, puts: Sequence[Putter], dt: np.dtype
+) -> Executor:
     """``ld.param``/``st.param`` through a pointer (inline PTX): a finding for every lane,
     reads garbage, drops the write; a GPU reads and writes its parameter bank at that
     address, never the global or shared memory the pointer points to."""
@@ -442,7 +443,7 @@ def _refused_parameter_access(ins, ch, addr: Addr, write: bool, puts, dt):
     return run
 
 
-def build_st(ins: Instr, ch):
+def build_st(ins: Instr, ch) -> Executor:
     dt = dtype_of(ins.type)
     addr, value = ins.operands[0], ins.operands[1]
     gets = [ch.src(v, dt) for v in (value.items if isinstance(value, Vec) else (value,))]
@@ -495,7 +496,7 @@ def build_st(ins: Instr, ch):
 ATOM_OPS = ("add", "inc", "dec", "min", "max", "and", "or", "xor", "exch", "cas")
 
 
-def build_atom(ins: Instr, ch):
+def build_atom(ins: Instr, ch) -> Executor:
     dt = dtype_of(ins.type)
     op = next((m for m in ins.mods if m in ATOM_OPS), None)
     if op == "add" and ins.type in PACKED_ADD:  # atom.add.noftz.{f16,bf16}{,x2}: per half
@@ -655,7 +656,7 @@ def _combine(op: str, old, b, c):
     raise Unsupported(f"atom.{op} is not supported by the emulator")
 
 
-def build_cp_async(ins: Instr, ch):
+def build_cp_async(ins: Instr, ch) -> Executor:
     """``cp.async`` global -> shared, done at once (so ``commit_group``/``wait_group`` are
     no-ops); a source size below the copy size fills the rest with zeros."""
     if "async" not in ins.mods:

@@ -27,7 +27,7 @@ import numpy as np
 from autograder.contract import Unsupported
 from autograder.emulator import aborts
 from autograder.emulator.access import read_bytes
-from autograder.emulator.isa import Reg, Sym, Vec, dtype_of
+from autograder.emulator.isa import Executor, Instr, Reg, Sym, Vec, dtype_of
 
 MAX_PRINTF_LINES = 2000
 MAX_PRINTF_CHARS = 64 << 10  # printf output kept per launch, as the GPU backend keeps
@@ -41,7 +41,7 @@ def _groups(ch, lanes: np.ndarray):
     return np.flatnonzero(first), np.cumsum(first) - 1
 
 
-def build_shfl(ins, ch):
+def build_shfl(ins: Instr, ch) -> Executor:
     mode = next(m for m in ins.mods if m in ("up", "down", "bfly", "idx"))
     dt = dtype_of(ins.type)
     dst = ins.operands[0]
@@ -118,7 +118,7 @@ def _member_operand(ins, ch):
     return ch.src(ins.operands[-1], np.uint32) if "sync" in ins.mods else None
 
 
-def build_vote(ins, ch):
+def build_vote(ins: Instr, ch) -> Executor:
     mode = next(m for m in ins.mods if m in ("all", "any", "uni", "ballot"))
     pred = ch.src(ins.operands[1], np.bool_)
     member = _member_operand(ins, ch)
@@ -140,7 +140,7 @@ def build_vote(ins, ch):
     return run
 
 
-def build_match(ins, ch):
+def build_match(ins: Instr, ch) -> Executor:
     """``match.any.sync.{b32,b64} d, a, mask``: the lanes of ``mask`` whose ``a`` equals
     this lane's; ``match.all.sync.{b32,b64} d|p, a, mask``: the lanes of ``mask`` that run
     it, and true, if they all hold the same ``a``, else 0 and false."""
@@ -183,7 +183,7 @@ def _equal_lanes(ch, lanes: np.ndarray, values: np.ndarray) -> tuple[np.ndarray,
     return same, present
 
 
-def build_activemask(ins, ch):
+def build_activemask(ins: Instr, ch) -> Executor:
     put = ch.registers.dst(ins.operands[0], np.uint32)
 
     def run(idx):
@@ -205,7 +205,7 @@ REDUX = {
 }
 
 
-def build_redux(ins, ch):
+def build_redux(ins: Instr, ch) -> Executor:
     op = REDUX[next(m for m in ins.mods if m in REDUX)]
     dt = dtype_of(ins.type)
     get = ch.src(ins.operands[1], dt)
@@ -232,7 +232,7 @@ def build_bar_warp(ins, ch):
     return run
 
 
-def build_call(ins, ch):
+def build_call(ins: Instr, ch) -> Executor:
     syms = [o.name for o in ins.operands if isinstance(o, Sym)]
     target = next((s for s in syms if "," not in s and s not in ch.m.kernel.call_params), None)
     params = [s.strip() for s in syms[-1].split(",")]

@@ -9,6 +9,7 @@ resolves waiting lanes)."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -178,6 +179,7 @@ def immediate_bits(text: str, type_: str) -> int | float:
 
 
 # ----- scheduling -------------------------------------------------------------------
+Executor = Callable[[np.ndarray | None], None]  # run(idx): lanes idx (None: every lane of a chunk) run it
 # what the scheduler does with an instruction: run its executor (PURE: registers only, so a
 # converged chunk may run it over every lane; SIDE: memory, warps, output or an abort, only
 # over the lanes that execute it), branch, exit, or wait at a barrier

@@ -46,7 +46,7 @@ import numpy as np
 
 from autograder.contract import Unsupported
 from autograder.emulator.access import Access, garbage, space_of
-from autograder.emulator.isa import Instr, NotEmulated, Reg, Vec
+from autograder.emulator.isa import Executor, Instr, NotEmulated, Operand, Reg, Vec
 from autograder.emulator.wmma import warp_rows
 
 M, N = 16, 8
@@ -120,7 +120,7 @@ def _named(ins: Instr, ch) -> str:
     return f"{'mma.sync' if ins.op == 'mma' else ins.op} at {ch.m.log.where(ins.line)}"
 
 
-def _registers(ch, operand, count: int | None = None) -> list[np.ndarray]:
+def _registers(ch, operand: Operand, count: int | None = None) -> list[np.ndarray]:
     """The 32-bit registers of a fragment operand (``{%r1, %r2}``, or one register)."""
     items = operand.items if isinstance(operand, Vec) else (operand,)
     if count is not None and len(items) != count:
@@ -237,7 +237,7 @@ def _row_addresses(ins: Instr, ch, get_addr, idx, count: int):
     return rows, rows[:, :givers].reshape(-1), addresses
 
 
-def build_ldmatrix(ins: Instr, ch):
+def build_ldmatrix(ins: Instr, ch) -> Executor:
     count, trans = _matrices(ins)
     regs = _registers(ch, ins.operands[0], count)
     access = Access(ins, ch, space_of(ins))
@@ -262,7 +262,7 @@ def build_ldmatrix(ins: Instr, ch):
     return run
 
 
-def build_stmatrix(ins: Instr, ch):
+def build_stmatrix(ins: Instr, ch) -> Executor:
     count, trans = _matrices(ins)
     regs = _registers(ch, ins.operands[1], count)
     access = Access(ins, ch, space_of(ins))

@@ -4,7 +4,9 @@ where the emulator's semantics differ from the hardware's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -17,6 +19,7 @@ from autograder.emulator.isa import (
     EXIT,
     PURE,
     SIDE,
+    Executor,
     Imm,
     Instr,
     NotEmulated,
@@ -119,7 +122,7 @@ HALF_PAIR_OPS = {
 }
 
 
-def build_half_pairs(ins: Instr, ch):
+def build_half_pairs(ins: Instr, ch) -> Executor:
     fn = HALF_PAIR_OPS[ins.op]
     gets = [ch.src(o, np.uint32) for o in ins.operands[1:]]
     put = ch.registers.dst(ins.operands[0], np.uint32)
@@ -138,8 +141,13 @@ def build_half_pairs(ins: Instr, ch):
 
 # ----- building blocks ------------------------------------------------------------
 def lanewise(
-    ins: Instr, ch, fn, src_type: str | None = None, dst_type: str | None = None, n_src: int | None = None
-):
+    ins: Instr,
+    ch,
+    fn: Callable,
+    src_type: str | None = None,
+    dst_type: str | None = None,
+    n_src: int | None = None,
+) -> Executor:
     """``d = fn(a, b, ...)`` for the lanes of one instruction (an f32 result's NaNs made the
     H200's where the instruction computes it)."""
     st = dtype_of(src_type or ins.type)
@@ -206,10 +214,10 @@ def every_lane(fast, build_slow):
     return run
 
 
-def ufunc_op(ufunc):
+def ufunc_op(ufunc: np.ufunc) -> Callable[[Instr, Any], Executor]:
     """A binary ufunc, computed in place into the destination register when possible."""
 
-    def build(ins: Instr, ch):
+    def build(ins: Instr, ch) -> Executor:
         dt = dtype_of(ins.type)
         d = ch.registers.view(ins.operands[0], dt)
         a_full, b_full = (ch.full(o, dt) for o in ins.operands[1:3])
@@ -287,7 +295,7 @@ def build_rounded(ins: Instr, ch, exact):
     return lanewise(ins, ch, compute)
 
 
-def build_mul(ins, ch):
+def build_mul(ins: Instr, ch) -> Executor:
     dt = dtype_of(ins.type)
     if dt.kind == "f":
         return (
@@ -332,7 +340,7 @@ def mul_hi(a, b, dt: np.dtype):
     return hi.view(np.int64) if dt.kind == "i" else hi
 
 
-def build_mad(ins, ch):
+def build_mad(ins: Instr, ch) -> Executor:
     dt = dtype_of(ins.type)
     if dt.kind == "f":
         return build_fma(ins, ch)
@@ -362,7 +370,7 @@ def _mad(a, b, c):
     return a * b + c
 
 
-def build_fma(ins, ch):
+def build_fma(ins: Instr, ch) -> Executor:
     dt = dtype_of(ins.type)
     if dt == np.float64 or modified_float(ins):
         return build_rounded(ins, ch, rounding.fma)
@@ -429,7 +437,7 @@ def _fusable_fma(ins: Instr, registers: dict[str, str]) -> bool:
     )
 
 
-def build_fma_run(run: list[Instr], ch):
+def build_fma_run(run: list[Instr], ch) -> Callable[[], None]:
     """``fma.f32 d, a, b, c`` for every lane of each instruction of ``run`` (``fma_runs``), as
     ``build_fma`` computes one: each product exact in f64, its sum rounded once to f32. A
     register tile's update multiplies each of U registers by each of V (``_outer``): one
@@ -484,7 +492,7 @@ def _consecutive(index: np.ndarray) -> bool:
     return bool((np.diff(index) == 1).all())
 
 
-def _rows(ch, table: np.ndarray, index: np.ndarray, slot: int):
+def _rows(ch, table: np.ndarray, index: np.ndarray, slot: int) -> Callable[[], np.ndarray]:
     """``() ->`` the rows ``index`` of ``table``: a view where they are consecutive, else gathered
     into the chunk's scratch ``slot``."""
     if _consecutive(index):
@@ -689,7 +697,7 @@ def build_sad(ins, ch):
     )
 
 
-def build_bfe(ins, ch):
+def build_bfe(ins: Instr, ch) -> Executor:
     """Bit field extract, as the ISA writes it: ``len`` bits of ``a`` from ``pos`` (each taken
     from its operand's low 8 bits), bits past the source's top one and above ``len`` are the
     sign bit (``.s``: ``a[min(pos + len - 1, msb)]``) or zero (``.u``)."""
@@ -729,7 +737,7 @@ def _low_bits(n) -> np.ndarray:
     return np.where(n >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), ones)
 
 
-def build_bfi(ins, ch):
+def build_bfi(ins: Instr, ch) -> Executor:
     """Bit field insert: ``b`` with bits ``pos .. pos + len - 1`` (those below the top) taken
     from the low bits of ``a``."""
     dt = dtype_of(ins.type)
@@ -762,7 +770,7 @@ PRMT_MODES = {
 }
 
 
-def build_prmt(ins, ch):
+def build_prmt(ins: Instr, ch) -> Executor:
     """Byte permute: each byte of d is a byte of the pair {b, a} that the selector names (its
     top bit replicating that byte's sign), or, in a mode, a fixed pattern (``PRMT_MODES``)."""
     mode = next((PRMT_MODES[m] for m in ins.mods if m in PRMT_MODES), None)
@@ -790,7 +798,7 @@ def build_prmt(ins, ch):
     return run
 
 
-def build_shf(ins, ch):
+def build_shf(ins: Instr, ch) -> Executor:
     """Funnel shift of the 64-bit pair b:a, keeping the high (.l) or low (.r) 32 bits."""
     a, b, n = (ch.src(o, np.uint32) for o in ins.operands[1:4])
     put = ch.registers.dst(ins.operands[0], np.uint32)
@@ -841,7 +849,7 @@ def compare_fn(ins: Instr):
 BOOL_OPS = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
 
 
-def build_setp(ins, ch):
+def build_setp(ins: Instr, ch) -> Executor:
     fn = compare_fn(ins)
     dt = dtype_of(ins.type)
     dsts = ins.operands[0].items if isinstance(ins.operands[0], Vec) else (ins.operands[0],)
@@ -856,7 +864,7 @@ def build_setp(ins, ch):
     return _setp(ins, ch, fn, dt, dsts, combine)
 
 
-def _setp(ins, ch, fn, dt, dsts, combine):
+def _setp(ins: Instr, ch, fn: Callable, dt: np.dtype, dsts: Sequence, combine: Callable | None) -> Executor:
     a, b = (ch.src(o, dt) for o in ins.operands[1:3])
     c = ch.src(ins.operands[3], np.bool_) if combine else None
     puts = [ch.registers.dst(d, np.bool_) for d in dsts]
@@ -878,7 +886,7 @@ def _setp(ins, ch, fn, dt, dsts, combine):
     return run
 
 
-def build_set(ins, ch):
+def build_set(ins: Instr, ch) -> Executor:
     """``set.cmp{.bool}.dtype.stype d, a, b{, c}``: all ones (1.0 for f32) where the comparison,
     combined with predicate ``c`` by ``.and``/``.or``/``.xor``, holds, else 0."""
     fn = compare_fn(ins)
@@ -899,7 +907,7 @@ def build_set(ins, ch):
     return run
 
 
-def build_selp(ins, ch):
+def build_selp(ins: Instr, ch) -> Executor:
     dt = dtype_of(ins.type)
     a, b = (ch.src(o, dt) for o in ins.operands[1:3])
     c = ch.src(ins.operands[3], np.bool_)
@@ -907,7 +915,7 @@ def build_selp(ins, ch):
     return lambda idx: put(idx, np.where(c(idx), a(idx), b(idx)))
 
 
-def build_mov(ins, ch):
+def build_mov(ins: Instr, ch) -> Executor:
     dt = dtype_of(ins.type)
     dst, src = ins.operands[0], ins.operands[1]
     if isinstance(dst, Vec):  # unpack: mov.b64 {lo, hi}, %rd
@@ -1165,7 +1173,7 @@ def _bf16_result(ins: Instr):
     return lambda *values: bf16_bits(*exact(*values), relu=relu)
 
 
-def build_bf16(ins: Instr, ch):
+def build_bf16(ins: Instr, ch) -> Executor:
     """bf16 and bf16x2 arithmetic (each half of a bf16x2 on its own) and ``set``."""
     pairs = ins.type == "bf16x2"
     width = np.dtype(np.uint32 if pairs else np.uint16)

@@ -14,12 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from autograder.emulator.counters import Tally
-from autograder.emulator.isa import SIDE, Instr
+from autograder.emulator.isa import SIDE, Executor, Instr
 from autograder.emulator.lanes import Lanes
 from autograder.emulator.ops import FUSED_LANES, build_executor, build_fma_run
 from autograder.emulator.registers import RegisterFile
 
-Executor = Callable  # run(idx): lanes idx (None: every lane) run the instruction
 Entry = tuple  # (executor or None, kind, guard or None)
 
 
@@ -44,7 +43,7 @@ class Plan:
         self.program, self.kinds = program, kinds
         self.entries: list[Entry | None] = [None] * len(program)
         self.runs = fma_runs if chunk.n <= FUSED_LANES else [0] * len(program)
-        self.fused: dict[int, Executor] = {}
+        self.fused: dict[int, Callable[[], None]] = {}  # every lane runs a run of fmas
         self.ran: dict[int, list[int]] = {}
         self.memo_bytes = 0
 
@@ -55,7 +54,7 @@ class Plan:
         entry = self.entries[k] = (self._deferred(k) if kind <= SIDE else None, kind, guard)
         return entry
 
-    def fused_run(self, k: int, span: int) -> Executor:
+    def fused_run(self, k: int, span: int) -> Callable[[], None]:
         """The executor of the run of fmas ``k .. k + span - 1``."""
         run = self.fused[k] = build_fma_run(self.program[k : k + span], self.ch)
         return run

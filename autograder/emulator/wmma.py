@@ -17,7 +17,7 @@ import numpy as np
 
 from autograder.contract import Unsupported
 from autograder.emulator.access import Access, space_of
-from autograder.emulator.isa import Instr, Vec
+from autograder.emulator.isa import Executor, Instr, Operand, Vec
 
 TILE = 16
 ELEMENTS = TILE * TILE
@@ -48,7 +48,7 @@ def warp_rows(ch, idx, instruction: str = "wmma") -> np.ndarray:
     return rows
 
 
-def _regs(ch, operand) -> list[np.ndarray]:
+def _regs(ch, operand: Operand) -> list[np.ndarray]:
     if not isinstance(operand, Vec):
         raise Unsupported("wmma fragment operand")
     return [ch.registers.reg(r.name) for r in operand.items]
@@ -107,7 +107,7 @@ def _stride_getter(ins, ch, position: int):
     return lambda idx: np.uint32(TILE)
 
 
-def _build_transfer(ins, ch, write: bool):
+def _build_transfer(ins: Instr, ch, write: bool) -> Executor:
     """``wmma.load`` (``write`` False) or ``wmma.store``: one 16 x 16 tile per warp."""
     halves = _halves(ins.type)
     fragment, pointer = (ins.operands[1], ins.operands[0]) if write else ins.operands[:2]
