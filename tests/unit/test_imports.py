@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "autograder"
 # Each layer of the package (docs/design.md's module map), from the bottom up, and what it may
 # import besides itself: whole layers, or one named module of a layer it otherwise may not reach.
 ROOT = {"autograder", "autograder.contract", "autograder.device", "autograder.errors", "autograder.feedback"}
-TOP = {"autograder.cli", "autograder.__main__"}
+TOP = {"autograder.cli", "autograder.__main__"}  # and any module of a package autograder/cli/
 ALLOWED = {
     "root": set(),
     "emulator": {"root"},
@@ -63,7 +63,7 @@ def layer(name: str) -> str | None:
     """The layer ``name`` belongs to, or None for a module that fits no layer."""
     if name in ROOT:
         return "root"
-    if name in TOP:
+    if name in TOP or name.startswith("autograder.cli."):
         return "top"
     package = name.split(".")[1]
     return package if package in ALLOWED and package not in ("root", "top") else None
