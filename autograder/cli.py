@@ -836,7 +836,7 @@ def stale_profiles(course: Course, names: list[str]) -> dict[str, str]:
 
 def write_profile_blocks(course: Course, readmes: dict[str, str]) -> None:
     for name, text in readmes.items():
-        (course.root / "assignments" / name / "README.md").write_text(text, encoding="utf-8")
+        handout_profiles_module.write(course, name, text)
         click.echo(f"wrote the profile block of assignments/{name}/README.md")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 from autograder.contract import Backend, Counters
 from autograder.course.cases import bare_launch
@@ -58,13 +59,24 @@ def with_block(readme: str, text: str) -> str:
     return readme.rstrip("\n") + "\n\n" + text + "\n"
 
 
+def readme_path(course: Course, name: str) -> Path:
+    """Assignment ``name``'s handout, whose end holds its block."""
+    return course.root / "assignments" / name / "README.md"
+
+
 def stale(course: Course, names: list[str], emulator: Backend) -> dict[str, str]:
     """The README text of each of ``names`` whose block is not what its reference gives now."""
     found = {}
     for name in names:
-        path = course.root / "assignments" / name / "README.md"
-        readme = path.read_text(encoding="utf-8")
+        readme = readme_path(course, name).read_text(encoding="utf-8")
         updated = with_block(readme, block(course, name, emulator))
         if updated != readme:
             found[name] = updated
     return found
+
+
+def write(course: Course, name: str, readme: str) -> Path:
+    """Assignment ``name``'s handout rewritten as ``readme`` (``stale``'s text of it); its path."""
+    path = readme_path(course, name)
+    path.write_text(readme, encoding="utf-8")
+    return path
