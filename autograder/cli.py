@@ -24,6 +24,7 @@ from autograder.course.spec import SpecError
 from autograder.delivery import class_table, gpu_service, gradescope_zip, logs, packaging
 from autograder.delivery import handout as handout_package
 from autograder.delivery import handout_profiles as handout_profiles_module
+from autograder.delivery.packaging import CHECKOUT  # a course beside the grader: this checkout
 from autograder.device import DEVICES
 from autograder.emulator.profile import profile_data, profile_table
 from autograder.feedback import counted, for_student, two_decimals
@@ -37,7 +38,6 @@ from autograder.grading.selfcheck import Verdict, verdicts
 from autograder.profile import roofline
 from autograder.profile.kernel_profile import CaseProfile, Roofline, profile_kernel
 
-CHECKOUT = Path(__file__).resolve().parents[1]  # a course beside the grader: this repository
 GRADESCOPE_SOURCE = Path("/autograder/source")  # where Gradescope's image unpacks the course
 
 

@@ -21,7 +21,8 @@ from autograder.course.folder import Course
 from autograder.course.rubric import load_rubric
 from autograder.errors import AutograderError
 
-CHECKOUT = Path(__file__).resolve().parents[2]  # the checkout this package was installed from
+# the checkout this package was installed from: the grader's files, and a course beside them
+CHECKOUT = Path(__file__).resolve().parents[2]
 EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip holds
 # caches, and what `pip install .` leaves in the folder it installs from
 _LEFT_OUT = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache", "build"})
