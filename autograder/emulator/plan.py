@@ -80,6 +80,9 @@ class Plan:
         self.entries = [entry if entry and portable[k] else None for k, entry in enumerate(self.entries)]
 
     def drop(self) -> None:
-        """Drop every executor (closures over the chunk), so that its arrays are freed now."""
+        """Drop every executor (closures over the chunk) and the chunk itself, so that nothing
+        holds the chunk in a cycle and its arrays are freed now, not when the garbage collector
+        next runs."""
         self.entries = []
         self.fused.clear()
+        del self.ch

@@ -458,3 +458,35 @@ def test_a_chunk_past_its_memo_budget_counts_and_checks_as_before(rng, monkeypat
         decoded_kernel.cache_clear()
         assert alone.counters == remembered.counters and alone.findings == remembered.findings
         np.testing.assert_array_equal(alone.outputs["y"], remembered.outputs["y"])
+
+
+def test_a_chunk_not_kept_is_freed_when_released_not_when_the_collector_runs(monkeypatch):
+    """A launch's chunks are freed one by one as they end (``Chunk.release``): nothing of the
+    chunk (its plan, registers, scheduler) holds it in a reference cycle, which would keep a
+    large launch's chunks' arrays until the garbage collector ran and raise its peak memory."""
+    import gc
+    import weakref
+
+    from autograder.emulator import chunk as chunk_module
+    from autograder.emulator import machine
+
+    monkeypatch.setattr(chunk_module, "SHELL_BYTES", -1)  # no chunk kept for the next launch
+    monkeypatch.setattr(machine, "MAX_CHUNK_LANES", 128)  # one block a chunk
+    chunks = []
+    acquire = chunk_module.Chunk.acquire.__func__
+
+    def recorded(cls, *args):
+        made = acquire(cls, *args)
+        chunks.append(weakref.ref(made))
+        return made
+
+    monkeypatch.setattr(chunk_module.Chunk, "acquire", classmethod(recorded))
+    x = np.arange(512, dtype=np.float32)
+    args = [Buffer("x", x), out("y", 256), Scalar("scale", 2.0, "float32"), Scalar("n", 256)]
+    gc.disable()
+    try:
+        result = launch(REUSE, "reuse", 2, 128, args)
+        alive = [ref for ref in chunks if ref() is not None]
+    finally:
+        gc.enable()
+    assert len(chunks) == 2 and not alive and not result.findings
