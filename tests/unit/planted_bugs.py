@@ -164,7 +164,7 @@ MUTANTS = [
     ),
     (
         "cli: no results on a crash",
-        "autograder/cli.py",
+        "autograder/cli/grading.py",
         "        write_results(results_path, fallback_results(rubric, reason, time.monotonic() - started))\n",
         "",
     ),
@@ -189,7 +189,7 @@ MUTANTS = [
     ),
     (
         "cli: a failing report zeroes the grades",
-        "autograder/cli.py",
+        "autograder/cli/grading.py",
         '        optional("the TA report", write_report, report_path, graded, submission)',
         "        write_report(report_path, graded, submission)",
     ),
@@ -231,7 +231,7 @@ MUTANTS = [
     ),
     (
         "cli: SIGTERM kills the grader before results.json",
-        "autograder/cli.py",
+        "autograder/cli/grading.py",
         "    signal.signal(signal.SIGTERM, raise_terminated)\n",
         "",
     ),

@@ -15,8 +15,10 @@ from .fake_backend import FakeBackend, open_fake_backends
 
 @pytest.fixture(autouse=True)
 def fake_backends(monkeypatch):
-    monkeypatch.setattr(cli, "open_backends", open_fake_backends)
-    monkeypatch.setattr(cli, "select_backend", lambda name, compile_s=60, emulator_mb=None: FakeBackend(name))
+    monkeypatch.setattr(cli.shared, "open_backends", open_fake_backends)
+    monkeypatch.setattr(
+        cli.shared, "select_backend", lambda name, compile_s=60, emulator_mb=None: FakeBackend(name)
+    )
 
 
 def run(*args):
@@ -48,7 +50,7 @@ def test_a_failing_report_costs_no_grades(course_root, tmp_path, monkeypatch):
     def broken(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr(cli, "write_report", broken)
+    monkeypatch.setattr(cli.grading, "write_report", broken)
     results = tmp_path / "results.json"
     outcome = run(
         "grade",
@@ -112,10 +114,10 @@ def test_selfcheck_names_a_bad_rubric_line_without_a_traceback(course_root):
 
 
 def test_parse_case():
-    assert cli.parse_case("T=32,n=70") == {"T": 32, "n": 70}
-    assert cli.parse_case(None) is None
+    assert cli.profiling.parse_case("T=32,n=70") == {"T": 32, "n": 70}
+    assert cli.profiling.parse_case(None) is None
     with pytest.raises(Exception, match="not k=v"):
-        cli.parse_case("T")
+        cli.profiling.parse_case("T")
 
 
 def test_check_prints_every_items_feedback_and_fails_an_incomplete_kernel(course_root):
@@ -146,7 +148,7 @@ def test_check_shows_each_item_as_it_finishes_on_a_terminal_and_the_slowest_case
     kernel.write_text(HEAVY_VEC)
     piped = run("check", kernel, "--course", course_root)
     assert not any(line.startswith(("ok ", "-- ", "?? ")) for line in piped.output.splitlines())
-    monkeypatch.setattr(cli, "stdout_is_terminal", lambda: True)
+    monkeypatch.setattr(cli.grading, "stdout_is_terminal", lambda: True)
     shown = run("check", kernel, "--course", course_root)
     progress = [line for line in shown.output.splitlines() if line.startswith(("ok ", "-- ", "?? "))]
     assert progress == [
@@ -201,7 +203,7 @@ def terminated(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGTERM)  # what Gradescope sends when its time limit is up
     time.sleep(30)
 
-cli.open_backends = open_fake_backends
+cli.shared.open_backends = open_fake_backends
 pipeline.grade_submission = terminated
 cli.main(["grade", {submission!r}, "--course", {course!r}, "--results", {results!r}])
 """
@@ -298,7 +300,7 @@ NEEDS_A_COURSE = [
 @pytest.mark.parametrize("args", NEEDS_A_COURSE, ids=lambda a: a[0])
 def test_a_command_run_outside_a_course_says_where_it_looked_and_how_to_name_one(args, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "CHECKOUT", tmp_path / "site-packages")  # installed, not a checkout
+    monkeypatch.setattr(cli.shared, "CHECKOUT", tmp_path / "site-packages")  # installed, not a checkout
     monkeypatch.delenv("AUTOGRADER_COURSE", raising=False)
     (tmp_path / "kernel.cu").write_text("__global__ void vec() {}\n")
     outcome = CliRunner().invoke(cli.main, args)
@@ -312,7 +314,7 @@ def test_a_command_run_outside_a_course_says_where_it_looked_and_how_to_name_one
 
 def test_grade_outside_a_course_says_so_in_results_json(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "CHECKOUT", tmp_path / "site-packages")
+    monkeypatch.setattr(cli.shared, "CHECKOUT", tmp_path / "site-packages")
     monkeypatch.delenv("AUTOGRADER_COURSE", raising=False)
     outcome = run("grade", tmp_path, "--results", tmp_path / "results.json")
     assert outcome.exit_code == 2

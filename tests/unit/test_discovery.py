@@ -296,8 +296,10 @@ def test_a_file_that_is_no_zip_is_named(tmp_path):
 
 @pytest.fixture
 def fake_cli(monkeypatch):
-    monkeypatch.setattr(cli, "open_backends", open_fake_backends)
-    monkeypatch.setattr(cli, "select_backend", lambda name, compile_s=60, emulator_mb=None: FakeBackend(name))
+    monkeypatch.setattr(cli.shared, "open_backends", open_fake_backends)
+    monkeypatch.setattr(
+        cli.shared, "select_backend", lambda name, compile_s=60, emulator_mb=None: FakeBackend(name)
+    )
 
 
 def run(*args):
@@ -330,7 +332,9 @@ def test_check_refuses_a_symlinked_kernel(fake_cli, course_root, tmp_path):
 
 
 def test_profile_finds_a_nested_kernel(fake_cli, course_root, tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, "profile_table", lambda result, source, filename: f"profiled {filename}")
+    monkeypatch.setattr(
+        cli.profiling, "profile_table", lambda result, source, filename: f"profiled {filename}"
+    )
     write(tmp_path / "submission/src/vec.cu", (course_root / "reference/vec.cu").read_text())
     outcome = run("profile", tmp_path / "submission", "--assignment", "vec", "--course", course_root)
     assert outcome.exit_code == 0 and "profiled vec.cu" in outcome.output, outcome.output

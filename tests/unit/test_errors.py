@@ -10,7 +10,7 @@ from autograder import errors
 from autograder.errors import AutograderError
 
 # Not errors: SIGTERM (the run's time limit) must get past every ``except Exception``.
-SIGNALS = {"autograder.cli.Terminated"}
+SIGNALS = {"autograder.cli.grading.Terminated"}
 
 
 def _exception_classes() -> dict[str, type]:

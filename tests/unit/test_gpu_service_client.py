@@ -94,7 +94,7 @@ def service():
 
 @pytest.fixture(autouse=True)
 def fake_backends(monkeypatch):
-    monkeypatch.setattr(cli, "open_backends", open_fake_backends)
+    monkeypatch.setattr(cli.shared, "open_backends", open_fake_backends)
     monkeypatch.delenv(gpu_service.URL_VARIABLE, raising=False)
     monkeypatch.delenv(gpu_service.TOKEN_VARIABLE, raising=False)
 

@@ -41,7 +41,7 @@ def test_the_zip_holds_the_scripts_the_package_and_only_the_named_assignments(co
     assert names == sorted(names)
     assert {"setup.sh", "run_autograder", "pyproject.toml", "README.md", "rubric.yaml"} <= set(names)
     assert {"assignments/vec/spec.py", "reference/vec.cu", "starter/vec.cu"} <= set(names)
-    assert "autograder/cli.py" in names and "autograder/emulator/machine.py" in names
+    assert "autograder/cli/__init__.py" in names and "autograder/emulator/machine.py" in names
     assert not [n for n in names if "grid2d" in n or "__pycache__" in n or n.endswith(".pyc")]
     assert modes["setup.sh"] == modes["run_autograder"] == 0o755 and modes["rubric.yaml"] == 0o644
 

@@ -43,7 +43,7 @@ def test_the_handout_holds_starters_handouts_cases_counters_and_the_grader_but_n
         "assignments/vec/spec.py",
         "starter/vec.cu",
     } <= files
-    assert "reference/vec.counters.json" in files and "autograder/cli.py" in files
+    assert "reference/vec.counters.json" in files and "autograder/cli/__init__.py" in files
     assert not [f for f in files if f.endswith(".cu") and not f.startswith("starter/")]
     assert not [f for f in files if "grid2d" in f]
     assert list(read_course(handout_root).rubric.assignments) == ["vec"]

@@ -27,6 +27,6 @@ def test_a_missing_matplotlib_names_the_plot_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # `import` raises ImportError
     drawn = Roofline("vector_add", (roofline.point("student", {"flops": 4, "global_load_sectors": 1}),))
     with pytest.raises(click.ClickException) as raised:
-        cli.plot_roofline(drawn, "sm_90", tmp_path / "roofline.svg")
+        cli.profiling.plot_roofline(drawn, "sm_90", tmp_path / "roofline.svg")
     assert "pip install 'cuda-autograder[plot]'" in raised.value.message
     assert "[batch]" not in raised.value.message

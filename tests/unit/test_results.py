@@ -85,7 +85,7 @@ def test_fallback_results_are_markdown_too(course):
 
 
 def test_grade_prints_one_line_per_item_without_a_terminal(course_root, tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, "open_backends", open_fake_backends)
+    monkeypatch.setattr(cli.shared, "open_backends", open_fake_backends)
     results = tmp_path / "results.json"
     args = ["grade", str(course_root / "reference"), "--course", str(course_root), "--results", str(results)]
     outcome = CliRunner().invoke(cli.main, args)  # CliRunner's stdout is not a tty
