@@ -63,7 +63,7 @@ SOURCE = "source"  # DIR/<submission>/source/: the files its grading read
 MAX_RETRIES = 3  # Ray retries a task whose worker or node died; never a grading failure
 
 # What happens behind the progress bar (Ray, the plan, what failed and why) for whoever runs the
-# class; the bar and the summary are ``cli.py``'s, printed.
+# class; the bar and the summary are the CLI's (``cli/whole_class.py``), printed.
 LOG = logging.getLogger(__name__)
 GRADE_MARGIN_S = 120  # past the rubric's submission limit, a grade subprocess is stopped
 OUTPUTS = ("results.json", "report.json", "report.md", "grade.log")
