@@ -15,7 +15,7 @@ grading made, in any case group.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Protocol
 
@@ -57,7 +57,7 @@ class Runs(Protocol):
     def why_untimed(self) -> str | None:
         """Why ``timings`` cannot run here (no GPU, no reference kernel); None when they can."""
 
-    def resources(self, group: str) -> list[tuple[dict, Resources, Occupancy]]:
+    def resources(self, group: str) -> list[tuple[dict[str, int | float], Resources, Occupancy]]:
         """Each case of ``group``: its parameters, what ptxas gives the student's kernel for
         sm_90 with the case's defines, and the occupancy of the case's launch."""
 
@@ -141,16 +141,17 @@ def traffic(item: Item, runs: Runs) -> ItemResult:
         return gate
     reference = runs.outcomes("reference", item.cases)
     spec = getattr(runs, "spec", None)  # the pipeline's (with its drawn cases); a test's runs may have none
+    metric, full_at, zero_at = _ratio_rule(item)
     try:
         counts = [
             performance.counter_ratio(
-                item.metric, s.params, graded_totals(_totals(s), spec), graded_totals(_totals(r), spec)
+                metric, s.params, graded_totals(_totals(s), spec), graded_totals(_totals(r), spec)
             )
             for s, r in zip(outcomes, reference, strict=True)
         ]
     except LookupError as e:
         return _result(item, 0.0, [f"grader problem, flagged for regrading: {e}"], outcomes, regrade=True)
-    evidence = performance.score_counters(item.metric, counts, item.full_at, item.zero_at)
+    evidence = performance.score_counters(metric, counts, full_at, zero_at)
     return _result(item, item.points * evidence.fraction, [evidence.message], outcomes, ratio=evidence)
 
 
@@ -176,8 +177,9 @@ def performance_check(item: Item, runs: Runs) -> ItemResult:
     gate = _gate(item, outcomes)
     if gate:
         return gate
+    _, full_at, zero_at = _ratio_rule(item)
     try:
-        evidence = performance.score_timings(runs.timings(item.cases), item.full_at, item.zero_at)
+        evidence = performance.score_timings(runs.timings(item.cases), full_at, zero_at)
     except Unsupported as e:  # what the backend cannot run is the grader's limit: a person should look
         return _result(item, 0.0, [f"timing failed: {e}"], outcomes, regrade=True)
     except BackendError as e:  # the kernel's own crash or hang at the timed size
@@ -190,6 +192,14 @@ def performance_check(item: Item, runs: Runs) -> ItemResult:
         regrade=evidence.below_floor,
         ratio=evidence,
     )
+
+
+def _ratio_rule(item: Item) -> tuple[str, float, float]:
+    """A ratio item's ``metric``, ``full_at`` and ``zero_at``, which rubric.py requires of every
+    traffic and performance item."""
+    if item.metric is None or item.full_at is None or item.zero_at is None:
+        raise ValueError(f"the {item.check} item {item.name!r} lacks its metric, full_at or zero_at")
+    return item.metric, item.full_at, item.zero_at
 
 
 def _wrong_results(outcomes: list[CaseOutcome]) -> list[CaseOutcome]:
@@ -234,10 +244,17 @@ def resources(item: Item, runs: Runs) -> ItemResult:
 def _meets(item: Item, found: Resources, held: Occupancy) -> bool:
     if item.metric == SPILLS:
         return found.spill_stores == found.spill_loads == 0
-    return held.fraction >= item.at_least
+    return held.fraction >= _at_least(item)
 
 
-def _resource_line(item: Item, case: dict, found: Resources, held: Occupancy) -> str:
+def _at_least(item: Item) -> float:
+    """An occupancy item's least fraction of warps, which rubric.py requires of every one."""
+    if item.at_least is None:
+        raise ValueError(f"the {item.metric} item {item.name!r} has no at_least")
+    return item.at_least
+
+
+def _resource_line(item: Item, case: Mapping[str, int | float], found: Resources, held: Occupancy) -> str:
     where = ", ".join(f"{k}={v}" for k, v in case.items())
     if item.metric == SPILLS:
         if _meets(item, found, held):
@@ -251,7 +268,7 @@ def _resource_line(item: Item, case: dict, found: Resources, held: Occupancy) ->
     return (
         f"{where}: occupancy {100 * held.fraction:.0f} % ({counted(held.blocks_per_sm, 'block')} of "
         f"{counted(held.warps_per_block, 'warp')} an SM, limited by {' and '.join(held.limiting)}), "
-        f"{verdict} the {100 * item.at_least:.0f} % asked"
+        f"{verdict} the {100 * _at_least(item):.0f} % asked"
     )
 
 
@@ -263,8 +280,8 @@ SCORERS: dict[str, Callable[[Item, Runs], ItemResult]] = dict(
 def _gate(
     item: Item,
     outcomes: list[CaseOutcome],
-    found: list[tuple[CaseOutcome, Finding]] = (),
-    seen: list[CaseOutcome] = (),
+    found: Sequence[tuple[CaseOutcome, Finding]] = (),
+    seen: Sequence[CaseOutcome] = (),
 ) -> ItemResult | None:
     """0 points unless every case is correct; the findings of this check (and the cases of other
     groups they were ``seen`` on) are shown all the same."""
@@ -330,17 +347,17 @@ def _at_most(lines: list[str]) -> list[str]:
     return lines
 
 
-def _found(check: str, found: list[tuple[CaseOutcome, Finding]]) -> str:
+def _found(check: str, found: Sequence[tuple[CaseOutcome, Finding]]) -> str:
     """``3 bounds findings on 2 cases``."""
     cases = len({(o.group, o.index) for o, _ in found})
     return f"{counted(len(found), f'{check} finding')} on {counted(cases, 'case')}"
 
 
-def _collapsed(found: list[tuple[CaseOutcome, Finding]]) -> list[str]:
+def _collapsed(found: Sequence[tuple[CaseOutcome, Finding]]) -> list[str]:
     """One line per kind of finding (its kind, line and array, as a launch collapses them): the
     first case's message, and every case it was found on, by its group and label."""
-    cases: dict[tuple, list[str]] = {}
-    first: dict[tuple, Finding] = {}
+    cases: dict[tuple[str, int | None, str | None], list[str]] = {}
+    first: dict[tuple[str, int | None, str | None], Finding] = {}
     for outcome, f in found:
         key = (f.kind, f.line, f.array)
         first.setdefault(key, f)
@@ -389,7 +406,7 @@ def _undefined_reads(findings: tuple[Finding, ...]) -> list[str]:
 
 def _what_was_read(f: Finding) -> str:
     at = f" on line {f.line}" if f.line else ""
-    if f.kind == "out_of_bounds_read" and None not in (f.array, f.index, f.bound):
+    if f.kind == "out_of_bounds_read" and f.array is not None and f.index is not None and f.bound is not None:
         where = "past its end" if f.index >= f.bound else "before its start"
         return f"read {f.array}[{f.index}] {where}{at}"
     return f"reported: {capped(f.message, LINE_BYTES)}"

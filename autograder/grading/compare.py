@@ -12,6 +12,7 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ class CaseOutcome:
 
     group: str
     index: int
-    params: dict
+    params: dict[str, int | float]  # the case's parameters
     seed: int
     backend: str
     error: str | None = None  # the launch did not complete (compile, crash, timeout, unsupported)
@@ -136,7 +137,8 @@ def compare_output(
     else:
         with ThreadPoolExecutor(min(COMPARE_THREADS, len(slices))) as pool:  # numpy releases the GIL
             parts = list(pool.map(lambda s: _compare_slice(*s), slices))
-    maxima = [(p.max_abs, p.max_rel) for p in parts if p.max_abs is not None]
+    # a slice has both maxima or neither (``_compare_slice``)
+    maxima = [(p.max_abs, p.max_rel) for p in parts if p.max_abs is not None and p.max_rel is not None]
     comparison = OutputComparison(
         name,
         got_raw.size,
@@ -179,7 +181,7 @@ class _Slice:
 
 
 def _compare_slice(got_raw: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> _Slice:
-    got = got_raw.astype(np.float64)
+    got: np.ndarray = got_raw.astype(np.float64)
     never = unwritten(got_raw.dtype, got_raw)
     with np.errstate(invalid="ignore"):  # inf - inf
         error = np.abs(got - expected)
@@ -202,7 +204,7 @@ def _compare_slice(got_raw: np.ndarray, expected: np.ndarray, rtol: float, atol:
     )
 
 
-def outcome_record(o: CaseOutcome) -> dict:
+def outcome_record(o: CaseOutcome) -> dict[str, Any]:
     """Everything about one case for the TA report (JSON-ready)."""
     return {
         "group": o.group,
@@ -224,6 +226,6 @@ def outcome_record(o: CaseOutcome) -> dict:
     }
 
 
-def record(finding: Finding) -> dict:
+def record(finding: Finding) -> dict[str, Any]:
     """One finding for the TA report, its message bounded."""
     return {**asdict(finding), "message": capped(finding.message, LINE_BYTES)}

@@ -34,7 +34,7 @@ _INSTRUCTIONS = {
 }
 
 
-def _counter(match: re.Match) -> str:
+def _counter(match: re.Match[str]) -> str:
     name = match.group(0)
     if name in _INSTRUCTIONS:
         return _INSTRUCTIONS[name]
@@ -43,7 +43,7 @@ def _counter(match: re.Match) -> str:
     return _WHAT[what].format(space=space, verb=kind, moves=moves)
 
 
-_TERMS: tuple[tuple[re.Pattern, Callable[[re.Match], str]], ...] = (
+_TERMS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
     (
         re.compile(r"(?<=\()as 4-byte words(?=\))"),
         lambda _: (

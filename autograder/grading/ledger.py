@@ -11,7 +11,9 @@ working from the handout sees the same ledger, for the cases the handout carries
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from autograder.contract import COUNTER_NAMES, VALUES_FROM_BYTES, Backend, Counters
 from autograder.course.cases import GroupCase, prepare
@@ -32,7 +34,7 @@ class Row:
     expected: float | None = None  # its value on this case
 
 
-def graded_totals(totals: dict, spec: Spec | None) -> dict:
+def graded_totals(totals: Mapping[str, int], spec: Spec | None) -> dict[str, int]:
     """``totals`` with each ``*_values`` counter its ``*_bytes`` over the assignment's element size
     (``Spec.value_bytes``; a part of a value counts as one), whatever type the kernel moved them as:
     what the traffic items score and the ledger shows. Without a spec, an element of 4 bytes (an
@@ -46,7 +48,7 @@ def graded_totals(totals: dict, spec: Spec | None) -> dict:
     return graded
 
 
-def ledger(spec: Spec, yours: Counters, reference: dict | None, case: Case) -> list[Row]:
+def ledger(spec: Spec, yours: Counters, reference: Mapping[str, int] | None, case: Case) -> list[Row]:
     """A row for every counter either kernel moved, or the spec gives a closed form for; values are
     bytes over the assignment's element size (``graded_totals``)."""
     rows = []
@@ -66,9 +68,9 @@ class Reference:
     """The reference kernel's counts on a case: totals, and per line with its source where the
     course has the source (a handout's recorded counts are totals only)."""
 
-    totals: dict | None
+    totals: dict[str, int] | None
     whence: str  # where they come from, or why there are none
-    by_line: dict[int, dict] = field(default_factory=dict)
+    by_line: dict[int, dict[str, int]] = field(default_factory=dict)
     source: str = ""
 
 
@@ -97,7 +99,13 @@ LINE_COUNTERS = ("global_load_bytes", "global_store_bytes", "shared_load_bytes",
 MIN_LINE_CHARS = 8  # shorter lines (a brace, `i++;`) say nothing about which line is which
 
 
-def corresponding_lines(source: str, by_line: dict[int, dict], reference: Reference) -> list[tuple]:
+# (your line, the reference's line, its text, your counts, the reference's): ``corresponding_lines``
+LinePair = tuple[int, int, str, dict[str, int], dict[str, int]]
+
+
+def corresponding_lines(
+    source: str, by_line: Mapping[int, dict[str, int]], reference: Reference
+) -> list[LinePair]:
     """(your line, the reference's line, its text, your counts, the reference's) for each line of
     yours whose text is a line of the reference's (each text once in either file) and that moves
     bytes the lectures count (``LINE_COUNTERS``) in either kernel."""
@@ -105,7 +113,7 @@ def corresponding_lines(source: str, by_line: dict[int, dict], reference: Refere
         return []
     yours = {number: text for text, number in _unique_lines(source).items()}
     theirs = _unique_lines(reference.source)
-    pairs = []
+    pairs: list[LinePair] = []
     for line, counts in sorted(by_line.items()):
         text = yours.get(line)
         if text in theirs and theirs[text] in reference.by_line:
@@ -125,7 +133,7 @@ def _unique_lines(source: str) -> dict[str, int]:
     return {text: numbers[0] for text, numbers in seen.items() if len(numbers) == 1}
 
 
-def lines_table(pairs: list[tuple]) -> str:
+def lines_table(pairs: list[LinePair]) -> str:
     """The corresponding lines, yours beside the reference's, on the bytes the lectures count."""
     header = ("line", "ref line", *(c.removesuffix("_bytes") for c in LINE_COUNTERS), "source")
     body = [
@@ -160,7 +168,7 @@ def ledger_table(rows: list[Row], whence: str) -> str:
     return f"Per kernel, beside {whence}:\n" + _table(header, body)
 
 
-def _table(header: tuple, body: list[tuple]) -> str:
+def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(line[k]) for line in [header, *body]) for k in range(len(header))]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
@@ -220,20 +228,20 @@ def timed_scale(spec: Spec, stand_in: Case, timed: Case) -> dict[str, float]:
     load and store sectors), the ratio of the spec's closed forms on the two cases (its ``flops``,
     the ledger's global load and store values); empty, counts kept, unless the spec gives all three."""
     formulas = {
-        counter: spec.ledger.get(values) if values else spec.flops for counter, values in SCALED.items()
+        counter: spec.ledger.get(values, "") if values else spec.flops for counter, values in SCALED.items()
     }
     if not all(f and f != "0" for f in formulas.values()):
         return {}
     return {counter: evaluate(f, timed) / evaluate(f, stand_in) for counter, f in formulas.items()}
 
 
-def class_ledger(course: Course, names: list[str], emulator: Backend) -> dict[str, dict]:
+def class_ledger(course: Course, names: list[str], emulator: Backend) -> dict[str, dict[str, Any]]:
     """Per assignment, the case its roofline is drawn at (``roofline_case``) and the reference's
     totals on it (None where there are none), and the same on the stand-in of its timed case with
     the most work (``timed``: the case ``for`` which it stands, the stand-in, the reference's totals
     there, the scale between them) where it has one, for the class report's rooflines
     (``autograder batch`` writes it into class.json)."""
-    ledgers = {}
+    ledgers: dict[str, dict[str, Any]] = {}
     for name in names:
         spec = course.specs[name]
         _group, case = roofline_case(spec)
@@ -241,7 +249,7 @@ def class_ledger(course: Course, names: list[str], emulator: Backend) -> dict[st
         ledgers[name] = {"case": case, "reference": totals and graded_totals(totals, spec)}
         timed = timed_case(spec)
         counted_on = stand_in(spec, timed) if timed else None
-        if counted_on is not None:
+        if timed and counted_on is not None:
             totals = reference_counts(course, spec, counted_on, emulator).totals
             totals = totals and graded_totals(totals, spec)
             scale = timed_scale(spec, counted_on, timed)

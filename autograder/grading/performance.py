@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -145,12 +146,12 @@ class PerformanceEvidence:
     ratio: float | None = None
     full_at: float | None = None
     zero_at: float | None = None
-    cases: tuple[dict, ...] = ()  # one record per case (timings or counts)
+    cases: tuple[dict[str, Any], ...] = ()  # one JSON record per case (timings or counts)
     faster_than_reference: bool = False
     below_floor: bool = False  # a TA should look: the time beats the physics
     regrade: bool = False  # not measured here; rerun on a GPU
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -213,7 +214,7 @@ def score_counters(
 
 
 def counter_ratio(
-    metric: str, case, student_totals: Mapping[str, int], reference_totals: Mapping[str, int]
+    metric: str, case: Case, student_totals: Mapping[str, int], reference_totals: Mapping[str, int]
 ) -> CounterRatio:
     """Pair one case's counts (``LaunchResult.counters.totals``) of student and reference."""
     for who, totals in (("student", student_totals), ("reference", reference_totals)):
@@ -232,8 +233,9 @@ def not_run(metric: str, reason: str = "needs a GPU") -> PerformanceEvidence:
     )
 
 
-def is_timed(metric: str) -> bool:
-    """Measured as device time (by a backend that ``measures_time``), not counted."""
+def is_timed(metric: str | None) -> TypeGuard[str]:
+    """Measured as device time (by a backend that ``measures_time``), not counted (an item's
+    ``metric``: None, an item with no metric, is not timed)."""
     return metric == TIME
 
 
@@ -249,6 +251,6 @@ def _ratio_sentence(metric: str, ratio: float, full_at: float, zero_at: float) -
     return f"{what}: {printed}x the reference ({bounds})"
 
 
-def _timing_record(t: Timing) -> dict:
+def _timing_record(t: Timing) -> dict[str, Any]:
     record = {k: v for k, v in asdict(t).items() if k != "case"}
     return {"case": dict(t.case), **record, "ratio": t.ratio}

@@ -40,6 +40,7 @@ from autograder.course import discovery
 from autograder.course.cases import (
     Background,
     GroupCase,
+    Prepared,
     bare_launch,
     group_cases,
     is_drawn,
@@ -110,10 +111,11 @@ class CaseRunner:
         self.secret = secret
         self.case_s = case_s
         self.deadline = deadline
-        self._cache: dict[tuple, list[CaseOutcome]] = {}
+        self._cache: dict[tuple[int, str, str], list[CaseOutcome]] = {}  # by (backend's id, source, group)
         self._cross_checks: dict[str, list[sanitize.SanitizerRun]] = {}
-        self._timing_requests: dict[str, Background] = {}  # drawn ahead (prefetch_timings)
-        self._drawn: dict[tuple[str, int], Background] = {}  # a gating case drawn ahead, by (group, index)
+        # drawn ahead (prefetch_timings): a timed group's requests, and a gating case by (group, index)
+        self._timing_requests: dict[str, Background[list[TimingRequest]]] = {}
+        self._drawn: dict[tuple[str, int], Background[Prepared]] = {}
         self.stalled = False  # a launch of the student's kernel did not finish
         self.launched = student_launches(items)  # (role, group): where the items run the student's kernel
         self.correctness_groups = list(dict.fromkeys(i.cases for i in items if i.check == "correctness"))
@@ -129,16 +131,29 @@ class CaseRunner:
     def outcomes(self, role: str, group: str) -> list[CaseOutcome]:
         backend, source_kind = self.roles[role]
         key = (id(backend), source_kind, group)
-        if key not in self._cache and self._recorded(source_kind):
-            self._cache[key] = self.recorded.outcomes(self.spec, group, self.secret)
+        recorded = self._recorded(source_kind)
+        if key not in self._cache and recorded is not None:
+            self._cache[key] = recorded.outcomes(self.spec, group, self.secret)
         if key not in self._cache:
             self._cache[key] = [
                 self.run(backend, source_kind, ref) for ref in group_cases(self.spec, group, self.secret)
             ]
         return self._cache[key]
 
-    def _recorded(self, source_kind: str) -> bool:
-        return source_kind == "reference" and self.sources["reference"] is None and self.recorded is not None
+    def _recorded(self, source_kind: str) -> reference_counters.Recorded | None:
+        """The recorded counters that stand for ``source_kind``'s runs: the reference's where its
+        source is not here (a handout); None where its runs are run."""
+        if source_kind == "reference" and self.sources["reference"] is None:
+            return self.recorded
+        return None
+
+    def _source(self, source_kind: str) -> str:
+        """The ``student`` or ``reference`` source, which a caller needs here (a ValueError where
+        the runner has none: a handout's recording runs the reference alone)."""
+        source = self.sources[source_kind]
+        if source is None:
+            raise ValueError(f"grader problem: no {source_kind} source for {self.spec.name}")
+        return source
 
     def why_untimed(self) -> str | None:
         """Why the student's kernel cannot be timed against the reference here; None when it can."""
@@ -203,9 +218,10 @@ class CaseRunner:
         reference = [
             _instructions(o) for g in dict.fromkeys([*counted, group]) for o in self.outcomes("reference", g)
         ]
-        if None in reference:
+        known = [n for n in reference if n is not None]
+        if len(known) < len(reference):
             return None
-        return max(WORK_FLOOR, TOTAL_MULTIPLE * sum(reference)) - self.work["student"]
+        return max(WORK_FLOOR, TOTAL_MULTIPLE * sum(known)) - self.work["student"]
 
     def _stopped(self, how: str) -> str:
         ratio = self.work["student"] / max(1, self.work["reference"])
@@ -220,7 +236,7 @@ class CaseRunner:
     def student_outcomes(self) -> list[CaseOutcome]:
         """Every launch of the student's kernel that the items make (``checks.student_launches``),
         each once: a backend playing two roles runs a group once."""
-        keys = {}
+        keys: dict[tuple[int, str], tuple[str, str]] = {}
         for role, group in self.launched:
             keys.setdefault((id(self.roles[role][0]), group), (role, group))
         return [o for role, group in keys.values() for o in self.outcomes(role, group)]
@@ -247,16 +263,18 @@ class CaseRunner:
         would draw. Nothing when the grading backend cannot time."""
         if self.why_untimed() is not None:
             return
-        student = self.sources["student"]
+        sources = self._timed_sources()
         for group in groups:
             if group in self._timing_requests:
                 continue
             gate = []
             for ref in group_cases(self.spec, group, self.secret):
-                gate.append(Background(prepare_with_expected, self.spec, student, ref, self.case_s))
+                gate.append(
+                    Background(prepare_with_expected, self.spec, sources["student"], ref, self.case_s)
+                )
                 self._drawn[(group, ref.index)] = gate[-1]
-            requests = timing_requests(self.spec, self.sources, group, self.secret, self.case_s)
-            self._timing_requests[group] = Background(_after, gate, list, requests)
+            requests = timing_requests(self.spec, sources, group, self.secret, self.case_s)
+            self._timing_requests[group] = Background(_listed_after, gate, requests)
 
     def timings(self, group: str) -> list[Timing]:
         """Student against reference on the grading backend, each case with its physical floor."""
@@ -265,7 +283,7 @@ class CaseRunner:
         requests = (
             drawn.result()
             if drawn
-            else timing_requests(self.spec, self.sources, group, self.secret, self.case_s)
+            else timing_requests(self.spec, self._timed_sources(), group, self.secret, self.case_s)
         )
         return [
             performance.with_work(
@@ -274,6 +292,10 @@ class CaseRunner:
             for r in requests
         ]
 
+    def _timed_sources(self) -> dict[str, str]:
+        """Both kernels' sources, as timing needs them (where ``why_untimed`` is None)."""
+        return {"student": self._source("student"), "reference": self._source("reference")}
+
     def submitted(self, launch: Launch) -> Launch:
         """A launch of the student's kernel whose compile log and findings name the student's file."""
         return replace(launch, program=named(launch.program, self.filename))
@@ -281,11 +303,11 @@ class CaseRunner:
     def _submitted_request(self, request: TimingRequest) -> TimingRequest:
         return replace(request, student=tuple(map(self.submitted, request.student)))
 
-    def resources(self, group: str) -> list[tuple[dict, Resources, Occupancy]]:
+    def resources(self, group: str) -> list[tuple[dict[str, int | float], Resources, Occupancy]]:
         """What ptxas gives the student's kernel for sm_90 on each case of ``group``, and the occupancy."""
         figures = []
         for case in (ref.case for ref in group_cases(self.spec, group, self.secret)):
-            launch = self.submitted(bare_launch(self.spec, self.sources["student"], case, self.case_s))
+            launch = self.submitted(bare_launch(self.spec, self._source("student"), case, self.case_s))
             found = kernel_resources(launch.program, RESOURCE_ARCH)
             figures.append((dict(case), found, found.occupancy(math.prod(launch.block), launch.shared_bytes)))
         return figures
@@ -294,7 +316,7 @@ class CaseRunner:
         """The student's launches of ``group``, exactly as grading ran them."""
         return (
             self.submitted(p.launch)
-            for p in prepare_group(self.spec, self.sources["student"], group, self.secret, self.case_s)
+            for p in prepare_group(self.spec, self._source("student"), group, self.secret, self.case_s)
         )
 
     def cross_check(self, group: str) -> list[sanitize.SanitizerRun]:
@@ -324,11 +346,13 @@ def _instructions(outcome: CaseOutcome) -> int | None:
     return outcome.counters.totals.get("lane_instructions") if outcome.counters else None
 
 
-def _after(first: list[Background], function: Callable, *args):
-    """``function(*args)`` once ``first`` are done: the gating cases, needed first, get the cores."""
+def _listed_after(
+    first: list[Background[Prepared]], requests: Iterator[TimingRequest]
+) -> list[TimingRequest]:
+    """``requests`` drawn once ``first`` are done: the gating cases, needed first, get the cores."""
     for drawn in first:
         drawn.wait()
-    return function(*args)
+    return list(requests)
 
 
 def named(program: Program, filename: str | None) -> Program:

@@ -27,9 +27,10 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, TypedDict
 
 from autograder.contract import Counters
-from autograder.course.cases import group_cases
+from autograder.course.cases import GroupCase, group_cases
 from autograder.course.rubric import Item
 from autograder.course.spec import Spec
 from autograder.grading.compare import CaseOutcome
@@ -53,27 +54,39 @@ def needed_groups(items: Iterable[Item]) -> list[str]:
     return list(dict.fromkeys(groups))
 
 
-def document(name: str, groups: dict[str, list[CaseOutcome]], draws_seed: int) -> dict:
+class RecordedCase(TypedDict):
+    """One case of a group in the file: its parameters, and the reference's counter totals on it."""
+
+    case: dict[str, int | float]
+    totals: dict[str, int]
+
+
+def document(name: str, groups: dict[str, list[CaseOutcome]], draws_seed: int) -> dict[str, Any]:
     """The file's content from the reference's outcomes, which must all have completed, on the
     cases drawn at ``draws_seed`` (a handout's seed, ``is_handout_seed``)."""
     if not is_handout_seed(draws_seed):
         raise ValueError(f"{name}: {draws_seed} could be a grading's secret seed; a handout draws at its own")
-    for outcome in (o for outcomes in groups.values() for o in outcomes):
-        if outcome.error or outcome.counters is None:
-            raise ValueError(
-                f"{name}: the reference kernel failed on {outcome.group} case {outcome.label()}: "
-                f"{outcome.error or 'no counters'}"
-            )
+    recorded = {
+        group: [RecordedCase(case=o.params, totals=_completed(name, o)) for o in outcomes]
+        for group, outcomes in groups.items()
+    }
     return {
         "assignment": name,
         "grader": grader_version(),
         "format": FORMAT,
         "draws_seed": draws_seed,
-        "groups": {
-            group: [{"case": o.params, "totals": o.counters.totals} for o in outcomes]
-            for group, outcomes in groups.items()
-        },
+        "groups": recorded,
     }
+
+
+def _completed(name: str, outcome: CaseOutcome) -> dict[str, int]:
+    """The counter totals of a reference's outcome; a ValueError when it did not complete."""
+    if outcome.error or outcome.counters is None:
+        raise ValueError(
+            f"{name}: the reference kernel failed on {outcome.group} case {outcome.label()}: "
+            f"{outcome.error or 'no counters'}"
+        )
+    return outcome.counters.totals
 
 
 @dataclass(frozen=True)
@@ -81,7 +94,7 @@ class Recorded:
     """One assignment's recorded counters, or why they cannot be used."""
 
     path: Path
-    groups: dict
+    groups: dict[str, list[RecordedCase]]  # as the file has them (``document``), unchecked
     problem: str | None = None
     draws_seed: int | None = None  # the seed the groups' drawn cases were drawn at (never a grading's)
 
@@ -90,7 +103,7 @@ class Recorded:
         recorded = self.groups.get(group, [])
         return [self._outcome(ref, recorded) for ref in group_cases(spec, group, secret)]
 
-    def _outcome(self, ref, recorded: list) -> CaseOutcome:
+    def _outcome(self, ref: GroupCase, recorded: list[RecordedCase]) -> CaseOutcome:
         outcome = CaseOutcome(
             group=ref.group, index=ref.index, params=dict(ref.case), seed=ref.seed, backend=BACKEND
         )
@@ -98,7 +111,7 @@ class Recorded:
         problem = self.problem
         if problem is None and (entry is None or entry.get("case") != dict(ref.case)):
             problem = f"{self.path.name} has no counters for {ref.group} case {outcome.label()}"
-        if problem:
+        if problem or entry is None:  # no entry: a problem was set just above
             return replace(outcome, error=f"grader problem: {problem}", grader_fault=True)
         return replace(outcome, counters=Counters(totals=dict(entry["totals"])))
 
@@ -118,7 +131,7 @@ def load(path: Path) -> Recorded | None:
         return Recorded(path, {}, f"{path.name} cannot be read ({e})")
 
 
-def text(content: dict) -> str:
+def text(content: dict[str, Any]) -> str:
     """The file's text: sorted keys, so that two recordings of the same counts are the same bytes;
     but a case's parameters in the spec's order, in which the handout names a drawn case (``T=16,
     M=160``), as the course's grader does."""

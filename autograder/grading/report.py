@@ -15,11 +15,11 @@ import json
 from pathlib import Path
 
 from autograder.feedback import ITEM_OUTPUT_BYTES, capped, two_decimals
-from autograder.grading.evidence import CaseRecord
+from autograder.grading.evidence import CaseRecord, Json
 from autograder.grading.grade import Grade
 
 
-def report_data(grade: Grade, submission: Path) -> dict:
+def report_data(grade: Grade, submission: Path) -> Json:
     return {
         "submission": str(submission),
         "backend": grade.backend,

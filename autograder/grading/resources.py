@@ -7,6 +7,7 @@ occupancy they allow for a launch geometry (``backends/occupancy.py``).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from autograder.backends.compiler import compile_cubin, ptxas_figures
 from autograder.contract import Program
@@ -45,7 +46,7 @@ def parse_report(report: str, kernel: str, arch: str) -> Resources:
     return Resources(arch=arch, **ptxas_figures(report, kernel))
 
 
-def launch_resources(program: Program, threads: int, dynamic_shared: int, arch: str) -> dict:
+def launch_resources(program: Program, threads: int, dynamic_shared: int, arch: str) -> dict[str, Any]:
     """``program``'s resources on ``arch`` and the occupancy of its launch, as ``profile`` shows
     them (a dict for ``--json``; ``describe`` words it)."""
     found = kernel_resources(program, arch)
@@ -66,7 +67,7 @@ def launch_resources(program: Program, threads: int, dynamic_shared: int, arch: 
     }
 
 
-def describe(data: dict) -> str:
+def describe(data: dict[str, Any]) -> str:
     """``launch_resources``' figures in a few lines a student reads."""
     r, o = data["resources"], data["occupancy"]
     spills = r["spill_stores"] + r["spill_loads"]

@@ -25,10 +25,11 @@ from pathlib import Path
 from autograder.course.rubric import Item, Rubric
 from autograder.course.vocabulary import TIME
 from autograder.feedback import counted, for_student, two_decimals
+from autograder.grading.evidence import Json
 from autograder.grading.grade import Grade, ItemResult
 
 
-def build_results(grade: Grade, rubric: Rubric) -> dict:
+def build_results(grade: Grade, rubric: Rubric) -> Json:
     tests = [_test(r.item, r.score, r.output, r.passed, rubric, r.regrade) for r in grade.items]
     notes = fenced(for_student("\n".join(grade.notes)))
     results = {
@@ -45,7 +46,7 @@ def build_results(grade: Grade, rubric: Rubric) -> dict:
     return results
 
 
-def leaderboard(grade: Grade, rubric: Rubric) -> list[dict]:
+def leaderboard(grade: Grade, rubric: Rubric) -> list[Json]:
     """Gradescope's leaderboard: one entry per timed performance item that measured a ratio.
 
     The value is the ratio student/reference time (lower is better: ``order: asc``), rounded
@@ -100,7 +101,7 @@ def _not_run(grade: Grade) -> str:
     pending = [r for r in grade.items if r.not_run]
     if not pending:
         return ""
-    reasons = ", ".join(dict.fromkeys(r.not_run for r in pending))
+    reasons = ", ".join(dict.fromkeys(r.not_run for r in pending if r.not_run))
     points = counted(sum(r.item.points for r in pending), "point")
     return (
         f"**{points} could not be graded here ({reasons}).** "
@@ -125,21 +126,22 @@ def _summary(grade: Grade) -> str:
     return summary
 
 
-def fallback_results(rubric: Rubric | None, reason: str, elapsed_s: float = 0.0) -> dict:
+def fallback_results(rubric: Rubric | None, reason: str, elapsed_s: float = 0.0) -> Json:
     """Every known item at 0 with ``reason``: what Gradescope gets when the grader fails."""
     message = f"The autograder failed, not your submission; a TA will regrade it.\n{reason}"
     items = rubric.items if rubric is not None else ()
+    tests = [_test(item, 0.0, message, False, rubric, regrade=True) for item in items if rubric is not None]
     return {
         "score": 0.0,
         "execution_time": round(elapsed_s),
         "output": fenced(for_student(message)),
         "output_format": "md",
         "extra_data": {"grader_version": grader_version()},
-        "tests": [_test(item, 0.0, message, False, rubric, regrade=True) for item in items],
+        "tests": tests,
     }
 
 
-def _test(item: Item, score: float, output: str, passed: bool, rubric: Rubric, regrade: bool) -> dict:
+def _test(item: Item, score: float, output: str, passed: bool, rubric: Rubric, regrade: bool) -> Json:
     tags = [item.assignment, item.check] + (["regrade"] if regrade else [])
     return {
         "name": item.name,
@@ -158,7 +160,7 @@ def _number(item: Item, rubric: Rubric) -> str:
     return f"{assignment}.{rubric.assignments[item.assignment].index(item) + 1}"
 
 
-def write_results(path: Path, results: dict) -> None:
+def write_results(path: Path, results: Json) -> None:
     """Write atomically, so a grader killed mid-write never leaves half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

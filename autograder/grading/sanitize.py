@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autograder.backends.registry import watched_gpu
-from autograder.contract import BackendError, Finding, Launch, LaunchTimeout
+from autograder.contract import Backend, BackendError, Finding, Launch, LaunchTimeout
 from autograder.feedback import counted
 from autograder.grading.checks import finding_lines
 from autograder.grading.compare import MAX_RECORDED_FINDINGS
@@ -106,7 +106,7 @@ class _Watch:
         self.tool = tool
         self.scratch = scratch
         self.logs: list[Path] = []
-        self.backend = None
+        self.backend: Backend | None = None  # the worker under the tool, started by a launch
 
     def launch(self, launch: Launch) -> None:
         if self.backend is None:

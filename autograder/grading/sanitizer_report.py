@@ -47,7 +47,7 @@ _SUMMARY = re.compile(r"^(?:ERROR|RACECHECK) SUMMARY: (?P<count>\d+)")
 class _Record:
     """One report of the sanitizer: its header line and the detail lines after it."""
 
-    header: re.Match
+    header: re.Match[str]
     lines: list[str] = field(default_factory=list)
 
     @property
@@ -120,7 +120,7 @@ def _records(text: str) -> list[_Record]:
     return records
 
 
-def _header(line: str) -> re.Match | None:
+def _header(line: str) -> re.Match[str] | None:
     for pattern in (_INVALID, _UNINITIALIZED, _HAZARD, _RACE):
         match = pattern.match(line)
         if match:
@@ -150,8 +150,14 @@ def _thread_block(text: str) -> tuple[Dim3 | None, Dim3 | None]:
     match = _THREAD_BLOCK.search(text)
     if match is None:
         return None, None
-    values = tuple(int(v) for v in match.groups())
-    return values[:3], values[3:]  # type: ignore[return-value]
+    groups = match.groups()
+    return _dim3(groups[:3]), _dim3(groups[3:])
+
+
+def _dim3(values: Sequence[str]) -> Dim3:
+    """The three numbers of a report's ``(x, y, z)``."""
+    x, y, z = map(int, values)
+    return x, y, z
 
 
 def _where(file: str | None, line: int | None) -> str:
@@ -200,7 +206,7 @@ def _invalid_access(record: _Record, tool: str, allocations: Mapping[int, Alloca
     return Finding(kind, message, line, thread, block, array, index, bound)
 
 
-def _element(nearest: re.Match, allocation: Allocation) -> tuple[str, int, int]:
+def _element(nearest: re.Match[str], allocation: Allocation) -> tuple[str, int, int]:
     """The array, element index and bound that a byte distance from an allocation means."""
     distance, itemsize = _number(nearest["distance"]), allocation.itemsize
     bound = _number(nearest["size"]) // itemsize
@@ -208,7 +214,7 @@ def _element(nearest: re.Match, allocation: Allocation) -> tuple[str, int, int]:
     return allocation.name, index, bound
 
 
-def _side(nearest: re.Match) -> str:
+def _side(nearest: re.Match[str]) -> str:
     return "after the end of" if nearest["side"] == "after" else "before the start of"
 
 
@@ -224,20 +230,20 @@ def _uninitialized(record: _Record, tool: str) -> Finding:
 
 def _hazard(record: _Record, tool: str) -> Finding:
     header = record.header
-    block = tuple(int(v) for v in header.groups()[2:5])
+    block = _dim3(header.groups()[2:5])
     accesses = [(m, _location(line)) for line in record.lines if (m := _HAZARD_THREAD.match(line))]
     parts = [
         f"{m['access'].lower()} by thread ({m[2]},{m[3]},{m[4]}) at {_where(*loc)}" for m, loc in accesses
     ]
     # a race is located at its write: every race has one, and it is what a barrier must order
     write = next(((m, loc) for m, loc in accesses if m["access"] == "Write"), None)
-    thread = tuple(int(v) for v in write[0].groups()[1:4]) if write else None
+    thread = _dim3(write[0].groups()[1:4]) if write else None
     file, line = write[1] if write else (None, None)
     message = (
         f"{_where(file, line)}: {header['hazard']} race on shared memory in block {_dim(block)}: "
         f"{' and '.join(parts) or 'accesses'} with no barrier between them [compute-sanitizer {tool}]"
     )
-    return Finding("shared_race", message, line, thread, block)  # type: ignore[arg-type]
+    return Finding("shared_race", message, line, thread, block)
 
 
 def _race(record: _Record, tool: str) -> Finding:
