@@ -317,7 +317,7 @@ MUTANTS = [
     (
         "pipeline: recorded counters ignored",
         "autograder/grading/pipeline.py",
-        "if key not in self._cache and self._recorded(source_kind):",
+        "if key not in self._cache and recorded is not None:",
         "if False:",
     ),
     (
