@@ -47,8 +47,10 @@ ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_")},
     "RAY_USAGE_STATS_ENABLED": "0",
 }
-CONCURRENT = 100
-CONCURRENT_LIMIT_S = 240
+# Requests at once, many more than the cores (2 in CI): every one answered, none lost, in time.
+# 24 here; SERVICE_LOAD=100 runs the hundred at once that bounded it before (240 s on 2 cores).
+CONCURRENT = int(os.environ.get("SERVICE_LOAD", "24"))
+CONCURRENT_LIMIT_S = max(120, 2.4 * CONCURRENT)
 # runs 4 billion iterations per thread: the emulator stops it by its work budget after seconds
 SPINNING = """
 __global__ void vector_add(const float* a, const float* b, float* c, int n) {
@@ -193,7 +195,9 @@ def test_grade_asks_for_the_item_it_could_not_run_and_changes_nothing_else(serve
     assert f"({where} could not run it either (needs a GPU))" in perf["output"]
 
 
-@pytest.mark.parametrize("token", ["", "not-the-course-token-at-all", TOKEN[:-1]])
+@pytest.mark.parametrize(
+    "token", ["", "not-the-course-token-at-all", TOKEN[:-1]], ids=["none", "another", "one-character-short"]
+)
 def test_a_wrong_or_missing_token_is_401_and_nothing_runs(server, token):
     jobs = len(server.jobs())
     status, answer = post(server.url, {"assignment": "vector_add", "source": SOURCE, "seed": 1}, token)
@@ -277,7 +281,7 @@ def test_run_autograder_with_the_zips_service_completes_with_valid_results(serve
     assert f"{where} {reason}" in perf["output"] and perf["score"] == 0
 
 
-def test_a_hundred_submissions_at_once_are_all_answered(server):
+def test_many_submissions_at_once_are_all_answered(server):
     def submit(seed: int) -> tuple[int, dict, float]:
         started = time.monotonic()
         status, answer = post(

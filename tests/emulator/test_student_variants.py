@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner, Result
 
+from autograder import cli
 from autograder.contract import Buffer, Scalar
 
 from .helpers import launch, out
@@ -84,26 +84,14 @@ def test_constant_memory_reads_are_no_global_load_traffic():
     assert result.counters.totals["global_load_values"] == 32
 
 
-def _grade(variant: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+def _grade(variant: Path, tmp_path: Path) -> Result:
+    """``autograder check`` run in this process (the command itself, not a copy of its logic: a
+    subprocess per variant would prove nothing more and cost a Python start each)."""
     assignment = variant.parent.name
     kernel = tmp_path / f"{assignment}.cu"  # the file's name says the assignment
     shutil.copyfile(variant, kernel)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "autograder",
-            "check",
-            str(kernel),
-            "--backend",
-            "emulator",
-            "--course",
-            str(ROOT),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
+    return CliRunner().invoke(
+        cli.main, ["check", str(kernel), "--backend", "emulator", "--course", str(ROOT)]
     )
 
 
@@ -114,7 +102,7 @@ def _grade(variant: Path, tmp_path: Path) -> subprocess.CompletedProcess:
 )
 def test_correct_variant_gets_full_marks(variant, tmp_path):
     graded = _grade(variant, tmp_path)
-    assert graded.returncode == 0, graded.stdout + graded.stderr
+    assert graded.exit_code == 0, graded.output
 
 
 @pytest.mark.parametrize(
@@ -128,5 +116,5 @@ def test_slow_variant_loses_only_traffic_and_performance(variant, tmp_path):
         for got, worth, name in items
         if any(check in name for check in ("correctness", "bounds", "barriers"))
     ]
-    assert safety, graded.stdout + graded.stderr
+    assert safety, graded.output
     assert all(float(got) == float(worth) for got, worth, _ in safety), graded.stdout
