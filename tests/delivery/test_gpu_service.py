@@ -68,6 +68,7 @@ __global__ void vector_add(const float* a, const float* b, float* c, int n) {
 class Server:
     url: str
     log: Path
+    pid: int  # the service's process: its gradings are its descendants
 
     def jobs(self) -> list[str]:
         """The service's job lines, without their logging prefix (time, level, logger)."""
@@ -128,7 +129,7 @@ def server(tmp_path_factory):
             except OSError:
                 time.sleep(0.5)
         assert process.poll() is None, log.read_text()
-        yield Server(url, log)
+        yield Server(url, log, process.pid)
     finally:
         process.terminate()
         try:
@@ -222,17 +223,30 @@ def test_an_oversize_kernel_is_413(server):
     assert post(server.url, body)[0] == 413
 
 
-def grading_processes() -> list[int]:
-    """``autograder grade`` processes that a grading task started (their scratch folder says so)."""
-    found = []
+def grading_processes(root: int) -> list[int]:
+    """``autograder grade`` processes that a grading task of the service ``root`` started (their
+    scratch folder says so): its descendants only, not another test's on another worker."""
+    parents, commands = {}, {}
     for entry in Path("/proc").iterdir():
         try:
-            command = (entry / "cmdline").read_bytes()
-        except OSError:
+            stat = (entry / "stat").read_text()
+            commands[int(entry.name)] = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
             continue
-        if b"grade" in command and b"autograder-batch-" in command:
-            found.append(int(entry.name))
-    return found
+        parents[int(entry.name)] = int(stat.rpartition(")")[2].split()[1])  # the field after the name
+
+    def descends(pid: int) -> bool:
+        while pid > 1:
+            pid = parents.get(pid, 0)
+            if pid == root:
+                return True
+        return False
+
+    return [
+        pid
+        for pid, command in commands.items()
+        if b"grade" in command and b"autograder-batch-" in command and descends(pid)
+    ]
 
 
 def test_a_job_past_its_deadline_says_not_run_and_its_grading_is_stopped(server):
@@ -243,9 +257,9 @@ def test_a_job_past_its_deadline_says_not_run_and_its_grading_is_stopped(server)
         "```\nnot run: the GPU service did not answer within 1 s\n```"
     }
     deadline = time.monotonic() + 4  # left alone, this grading runs for about 7 s
-    while grading_processes() and time.monotonic() < deadline:
+    while grading_processes(server.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert grading_processes() == []
+    assert grading_processes(server.pid) == []
     assert health(server.url)["queue"] == 0
 
 
