@@ -172,7 +172,7 @@ class Service:
         if slots.locked():
             return refused(429, f"{self.settings.concurrent} jobs of this token are already running", holder)
         async with slots:
-            return JSONResponse(await self.answer(job, holder))
+            return ReportResponse(await self.answer(job, holder))
 
     def holder(self, authorization: str) -> str | None:
         """The name of the token ``authorization`` bears; every token compared, in constant time."""
@@ -274,6 +274,14 @@ async def capped_body(request: Request, limit: int) -> bytes | None:
         if len(body) > limit:
             return None
     return bytes(body)
+
+
+class ReportResponse(JSONResponse):
+    """An answer written as the TA report's JSON is (Python's ``json``): a kernel's NaN output
+    stays ``NaN``, which the grader's client reads back, instead of failing the answer."""
+
+    def render(self, content: object) -> bytes:
+        return json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def refused(status: int, detail, holder: str, **extra) -> JSONResponse:
