@@ -66,6 +66,7 @@ MAX_RETRIES = 3  # Ray retries a task whose worker or node died; never a grading
 # class; the bar and the summary are the CLI's (``cli/whole_class.py``), printed.
 LOG = logging.getLogger(__name__)
 GRADE_MARGIN_S = 120  # past the rubric's submission limit, a grade subprocess is stopped
+STOP_S = 10  # how long a stopped grade may take to close its backends before it is killed
 OUTPUTS = ("results.json", "report.json", "report.md", "grade.log")
 TASK_UNSET = ("AUTOGRADER_COURSE", "AUTOGRADER_GPU_URL", "AUTOGRADER_GPU_TOKEN")  # left out of a task's grade
 
@@ -137,6 +138,30 @@ def submission_key(files: dict[str, bytes], submission: Submission, settings: Se
 # --- the task -----------------------------------------------------------------------------
 
 
+def _graded(
+    command: list[str], cwd: Path, env: dict[str, str], timeout_s: float
+) -> subprocess.CompletedProcess:
+    """``autograder grade`` run to its end. Stopped (its time past, or its task cancelled) by
+    SIGTERM first, which ``grade`` answers by closing its backends: their workers run in sessions
+    of their own, and a SIGKILL of ``grade`` alone would leave one emulating on."""
+    with subprocess.Popen(
+        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout_s)
+        except BaseException as stopped:
+            process.terminate()
+            try:
+                stdout, stderr = process.communicate(timeout=STOP_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                stdout, stderr = process.communicate()
+            if isinstance(stopped, subprocess.TimeoutExpired):
+                stopped.stdout, stopped.stderr = stdout, stderr
+            raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
 def grade_files(course: dict[str, bytes], files: dict[str, bytes], seed: int, settings: Settings) -> dict:
     """The Ray task: grade one submission with ``autograder grade`` in a scratch folder.
 
@@ -156,14 +181,7 @@ def grade_files(course: dict[str, bytes], files: dict[str, bytes], seed: int, se
         # the course is the one written here, and a GPU service is never asked from inside a task
         env = {k: v for k, v in os.environ.items() if k not in TASK_UNSET}
         try:
-            run = subprocess.run(
-                command,
-                cwd=root,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=settings.limit_s + GRADE_MARGIN_S,
-            )
+            run = _graded(command, root, env, settings.limit_s + GRADE_MARGIN_S)
         except subprocess.TimeoutExpired as e:
             log = (e.stdout or b"") + (e.stderr or b"")
             reason = f"the grader ran past {settings.limit_s + GRADE_MARGIN_S:g} s and was stopped"
