@@ -23,8 +23,10 @@ starting. The cache of compiles stays in this process.
 
 from __future__ import annotations
 
+import base64
 import faulthandler
 import functools
+import hashlib
 import os
 import pickle
 import re
@@ -32,6 +34,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
+from autograder.backends import compile_cache
 from autograder.contract import CompileError, Program
 
 EMULATOR_ARCH = "sm_90"  # the emulator's PTX is an H200's, and ptxas assembles it as for one
@@ -190,16 +193,56 @@ def _pip_include_dirs() -> list[Path]:
 
 @functools.lru_cache(maxsize=64)
 def _compile(program: Program, arch: str) -> Compiled:
-    """``program`` compiled for ``arch`` in a child process, which a crash of NVRTC or ptxas kills
-    instead of the grader; the crash becomes the student's compile error (:func:`_crashed`)."""
-    outcome = _in_child(_compile_here, program, arch)
+    """``program`` compiled for ``arch``: NVRTC's answer kept on disk (``compile_cache``), else
+    a compile in a child process, which a crash of NVRTC or ptxas kills instead of the grader;
+    the crash becomes the student's compile error (:func:`_crashed`), and is not kept."""
+    digest = compile_cache.key(program, arch, compiler_identity())
+    kept = _kept(compile_cache.load(digest))
+    if isinstance(kept, CompileError):
+        raise kept
+    if kept is not None:
+        return kept
+    try:
+        outcome = _in_child(_compile_here, program, arch)
+    except CompileError as refused:
+        compile_cache.store(digest, {"kind": "refused", "class": type(refused).__name__, "log": refused.log})
+        raise
     if isinstance(outcome, Compiled):
+        fields = {"ptx": outcome.ptx, "lowered_name": outcome.lowered_name, "log": outcome.log}
+        compile_cache.store(
+            digest, {"kind": "compiled", **fields, "cubin": base64.b64encode(outcome.cubin).decode()}
+        )
         return outcome
     if arch.startswith("sm_"):
         virtual = _in_child(_compile_here, program, "compute_90")  # the same compile without ptxas
         if isinstance(virtual, Compiled):
             raise PtxasRefusal(_crashed(outcome, program, "ptxas, NVIDIA's assembler,", virtual.ptx))
     raise CompileError(_crashed(outcome, program, "NVRTC, NVIDIA's CUDA compiler,", ""))
+
+
+@functools.lru_cache(maxsize=1)
+def compiler_identity() -> tuple[object, ...]:
+    """What makes this compiler this one, for the compile cache's keys: NVRTC's version, the
+    pinned packages' versions, the include directories it is given, and this module's text."""
+    own = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    return (nvrtc_version(), compile_cache.package_versions(), cuda_include_dirs(), own)
+
+
+_REFUSALS: dict[str, type[CompileError]] = {"CompileError": CompileError, "PtxasRefusal": PtxasRefusal}
+
+
+def _kept(record: dict | None) -> Compiled | CompileError | None:
+    """A compile cache record as the compile it kept (or the refusal); None for none, or one
+    this version cannot read."""
+    try:
+        if record is None:
+            return None
+        if record["kind"] == "refused":
+            return _REFUSALS[record["class"]](record["log"])
+        cubin = base64.b64decode(record["cubin"])
+        return Compiled(record["ptx"], cubin, record["lowered_name"], record["log"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _compile_here(program: Program, arch: str) -> Compiled:
