@@ -77,6 +77,19 @@ from autograder.grading.selfcheck import Verdict, verdicts
     help="A GPU grading service (autograder serve) for the items not run here, with the token "
     f"in {gpu_service.TOKEN_VARIABLE} (default: the course's {gpu_service.CONFIG_FILE}, if any).",
 )
+@click.option(
+    "--timed-only",
+    is_flag=True,
+    help="Grade only the timed performance items (metric: time), the part that needs a GPU "
+    "(autograder batch's GPU tasks).",
+)
+@click.option(
+    "--gpu-answer",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Take the items not run here from this GPU grading's answer, shaped as autograder serve "
+    "answers, instead of a GPU service (autograder batch's CPU tasks).",
+)
 def grade(
     submission,
     course_root,
@@ -88,6 +101,8 @@ def grade(
     assignments,
     sanitize,
     gpu_url,
+    timed_only,
+    gpu_answer,
 ):
     """Grade SUBMISSION (a directory of <assignment>.cu files) into results.json.
 
@@ -102,9 +117,19 @@ def grade(
         rubric = course.rubric
         with backends_for(course, backend) as backends:
             graded = pipeline.grade_submission(
-                submission, course, backends, seed, list(assignments) or None, progress_printer(), sanitize
+                submission,
+                course,
+                backends,
+                seed,
+                list(assignments) or None,
+                progress_printer(),
+                sanitize,
+                timed_only,
             )
-        graded = with_gpu_service(graded, course, gpu_url, started)
+        if gpu_answer:
+            graded = with_gpu_answer(graded, gpu_answer)
+        else:
+            graded = with_gpu_service(graded, course, gpu_url, started)
         results = build_results(graded, rubric)
     except BaseException as e:  # KeyboardInterrupt, SystemExit, Terminated too: results.json comes first
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not stop this write
@@ -125,6 +150,13 @@ def with_gpu_service(graded: Grade, course: Course, url: str | None, started: fl
     remaining_s = course.rubric.limits.submission_s - (time.monotonic() - started)
     wait_s = gpu_service.wait_within(remaining_s)
     return gpu_service.completed(graded, service, wait_s, progress=progress_printer())
+
+
+def with_gpu_answer(graded: Grade, answer: Path) -> Grade:
+    """The items not run here taken from a GPU grading's answer (``autograder batch``'s GPU task),
+    checked and merged exactly as a GPU service's; each item it changes shown as it comes."""
+    data = answer.read_bytes()
+    return gpu_service.answered(graded, data, gpu_service.CLASS_GPU, progress=progress_printer())
 
 
 class Terminated(BaseException):

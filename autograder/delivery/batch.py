@@ -11,11 +11,16 @@ command's), and returns the files ``grade`` wrote. Nothing but the installed pac
 be on a worker: no shared file system.
 
 Ray does the distribution (``docs/batch.md``): ``ray.init()`` starts an embedded cluster
-sized to this machine, ``--address`` joins a real one. Emulator grading asks for one CPU; GPU
-grading for one GPU too, so two timings never share a device. A task whose worker or node
-dies is retried by Ray (``MAX_RETRIES``); a submission that still fails, or that ``grade``
-itself could not grade, gets the fallback ``results.json`` (every item 0 with the reason)
-and is listed as failed.
+sized to this machine, ``--address`` joins a real one. Emulator grading is one task asking for
+one CPU. On a GPU a submission is two tasks (:class:`Tasks`), so that the GPU waits for no
+compile or emulator check: a GPU task (:func:`time_files`, one GPU, so two timings never share a
+device) grades its timed items alone (``grade --timed-only``), and a CPU task
+(:func:`grade_files`) then grades it on the emulator as Gradescope does and takes the timed
+items from the GPU task's answer as Gradescope takes a GPU service's (``grade --gpu-answer``,
+``gpu_service.answered``); the TA report records when the GPU part ran and how long it held the
+GPU. A task whose worker or node dies is retried by Ray (``MAX_RETRIES``); a submission that
+still fails, or that ``grade`` itself could not grade, gets the fallback ``results.json`` (every
+item 0 with the reason) and is listed as failed.
 
 ``DIR/<submission>/`` holds ``results.json``, ``report.json``, ``report.md``, ``grade.log``
 (what ``grade`` printed, for the instructor), ``source/`` (the files it graded, for the class
@@ -44,13 +49,15 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from autograder.backends.registry import CLASSES, holds_a_gpu, resolve_where, select_backend
 from autograder.contract import BackendError
 from autograder.course.folder import Course
 from autograder.course.submitted import kernels
-from autograder.delivery import packaging
+from autograder.delivery import gpu_service, packaging
 from autograder.delivery.export import BatchError as BatchError
 from autograder.delivery.export import Submission, Submitter, read_limit, submission_files
 from autograder.delivery.export import read_class as read_class
@@ -69,6 +76,8 @@ GRADE_MARGIN_S = 120  # past the rubric's submission limit, a grade subprocess i
 STOP_S = 10  # how long a stopped grade may take to close its backends before it is killed
 OUTPUTS = ("results.json", "report.json", "report.md", "grade.log")
 TASK_UNSET = ("AUTOGRADER_COURSE", "AUTOGRADER_GPU_URL", "AUTOGRADER_GPU_TOKEN")  # left out of a task's grade
+CPU_BACKEND = "emulator"  # what a CPU task grades on beside a GPU task: Gradescope's own grading
+GPU_ANSWER = "gpu-answer.json"  # in a CPU task's scratch folder: its GPU task's answer
 
 
 @dataclass
@@ -79,6 +88,7 @@ class Outcome:
     status: str  # "graded", "failed", "current" or "refused" (export.name_problem)
     reason: str | None = None
     elapsed_s: float = 0.0
+    gpu_s: float | None = None  # how long its GPU task held the GPU (None: it had none)
 
 
 @dataclass(frozen=True)
@@ -93,7 +103,8 @@ class Settings:
 
     @property
     def gpus(self) -> int:
-        """GPUs each task holds: one when grading on a GPU, so two timings never share one."""
+        """GPUs a grading holds: one when grading on a GPU, so two timings never share one. In a
+        batch, only its GPU task holds it (:class:`Tasks`)."""
         return 1 if holds_a_gpu(self.backend) else 0
 
 
@@ -132,6 +143,7 @@ def submission_key(files: dict[str, bytes], submission: Submission, settings: Se
         submission_seed(settings.seed, submission),
         settings.backend,
         sorted(settings.assignments),
+        *(["timed items in GPU tasks"] if settings.gpus else []),  # graded otherwise before
     )
 
 
@@ -162,22 +174,89 @@ def _graded(
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
-def grade_files(course: dict[str, bytes], files: dict[str, bytes], seed: int, settings: Settings) -> dict:
+def grade_files(
+    course: dict[str, bytes],
+    files: dict[str, bytes],
+    seed: int,
+    settings: Settings,
+    timed: dict | None = None,
+) -> dict:
     """The Ray task: grade one submission with ``autograder grade`` in a scratch folder.
 
+    With ``timed``, what its GPU task (:func:`time_files`) answered: the CPU task of a GPU class,
+    which grades on the emulator and takes the timed items from that answer as Gradescope takes a
+    GPU service's (``grade --gpu-answer``), and records the GPU part (:func:`with_gpu_part`).
+
     Returns ``{"exit": status or None, "reason": why it failed or None, "files": {name: bytes},
-    "elapsed_s": seconds}``.
+    "elapsed_s": seconds}``, and with ``timed`` its ``"gpu"`` record.
     """
+    if timed is None:
+        return _grade_in_scratch(course, files, seed, settings, settings.backend)
+    answer = json.dumps(timed_answer(timed, settings.backend)).encode()
+    done = _grade_in_scratch(
+        course, files, seed, settings, CPU_BACKEND, ["--gpu-answer", GPU_ANSWER], {GPU_ANSWER: answer}
+    )
+    return with_gpu_part(done, timed)
+
+
+def time_files(course: dict[str, bytes], files: dict[str, bytes], seed: int, settings: Settings) -> dict:
+    """The GPU task: the submission's timed items alone (``grade --timed-only``) on the class's
+    backend, the same seed as its CPU task; :func:`grade_files`' answer, with ``"gpu"``: when it
+    ran and how long it held the GPU."""
+    ran_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    done = _grade_in_scratch(course, files, seed, settings, settings.backend, ["--timed-only"])
+    return {**done, "gpu": {"ran_at": ran_at, "busy_s": round(done["elapsed_s"], 3)}}
+
+
+def timed_answer(timed: dict, backend: str) -> dict:
+    """A GPU task's answer as the GPU service answers (``gpu_service.graded_items``); "not run"
+    where its grading failed (the instructor finds why in grade.log, the student a plain reason)."""
+    items = gpu_service.graded_items(timed["files"]) if timed["exit"] == 0 else None
+    if items is None:
+        return {"status": "not run", "reason": "could not grade it (its grader failed)", "items": []}
+    return {"status": "graded", "backend": backend, "items": items}
+
+
+def with_gpu_part(done: dict, timed: dict) -> dict:
+    """A CPU task's answer with its GPU task's part recorded for the TA: in report.json (``gpu``:
+    when it ran, how long it held the GPU, whether it graded) and report.md, its log after
+    grade.log's."""
+    gpu = {**timed["gpu"], "status": "graded" if timed["exit"] == 0 else "failed", "reason": timed["reason"]}
+    files = dict(done["files"])
+    if "report.json" in files:
+        report = json.loads(files["report.json"])
+        files["report.json"] = (json.dumps({**report, "gpu": gpu}, indent=2, default=str) + "\n").encode()
+    if "report.md" in files:
+        held = f"{gpu['ran_at']}, holding it {gpu['busy_s']:.1f} s ({gpu['status']})"
+        files["report.md"] += f"\nThe timed items ran on a GPU at {held}.\n".encode()
+    log = timed["files"].get("grade.log", b"")
+    files["grade.log"] = files.get("grade.log", b"") + b"\n--- the GPU task (grade --timed-only) ---\n" + log
+    return {**done, "files": files, "gpu": gpu}
+
+
+def _grade_in_scratch(
+    course: dict[str, bytes],
+    files: dict[str, bytes],
+    seed: int,
+    settings: Settings,
+    backend: str,
+    extra: list[str] | None = None,
+    extra_files: dict[str, bytes] | None = None,
+) -> dict:
+    """``autograder grade`` of ``files`` on ``backend`` in a scratch folder (``extra``: more of its
+    options, naming ``extra_files`` written beside it); :func:`grade_files`' answer."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="autograder-batch-") as scratch:
         root = Path(scratch)
         _write_tree(root / "course", course)
         _write_tree(root / "submission", files)
+        _write_tree(root, extra_files or {})
         (root / "out").mkdir()
         command = [sys.executable, "-m", "autograder", "grade", str(root / "submission")]
-        command += ["--course", str(root / "course"), "--backend", settings.backend, "--seed", str(seed)]
+        command += ["--course", str(root / "course"), "--backend", backend, "--seed", str(seed)]
         command += ["--results", str(root / "out/results.json"), "--report", str(root / "out/report")]
         command += [arg for name in settings.assignments for arg in ("--assignment", name)]
+        command += extra or []  # run in ``root``: ``extra`` names ``extra_files`` by their names alone
         # the course is the one written here, and a GPU service is never asked from inside a task
         env = {k: v for k, v in os.environ.items() if k not in TASK_UNSET}
         try:
@@ -290,7 +369,8 @@ def store(out: Path, job: Job, answer: dict, course: Course) -> Outcome:
     status = "graded" if answer["exit"] == 0 else "failed"
     # the key last: a run stopped before this point regrades the submission
     (folder / "key").write_text(job.key + "\n" if status == "graded" else "failed\n")
-    return Outcome(job.submission, status, answer["reason"], answer.get("elapsed_s", 0.0))
+    gpu_s = answer.get("gpu", {}).get("busy_s")
+    return Outcome(job.submission, status, answer["reason"], answer.get("elapsed_s", 0.0), gpu_s)
 
 
 def reference_ledger(course: Course, names: list[str]) -> dict[str, dict]:
@@ -454,9 +534,9 @@ def import_ray(address: str | None):
     return ray
 
 
-def start_ray(address: str | None, settings: Settings, course_key: str):
+def start_ray(address: str | None, settings: Settings, course_key: str) -> Settings:
     """Join the Ray cluster at ``address`` (None: start an embedded one); return ``settings`` with
-    the backend resolved on that cluster, and ``grade_files`` as a task holding what it needs."""
+    the backend resolved on that cluster."""
     ray = import_ray(address)
     ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     resources = ray.cluster_resources()
@@ -469,10 +549,49 @@ def start_ray(address: str | None, settings: Settings, course_key: str):
         resources.get("GPU", 0),
         settings.backend,
     )
-    task = ray.remote(grade_files).options(
-        num_cpus=1, num_gpus=settings.gpus, max_retries=MAX_RETRIES, retry_exceptions=False
+    return settings
+
+
+def _task(function: Callable, cpus: int, gpus: int):
+    """``function`` as a Ray task holding ``cpus`` and ``gpus``, retried by Ray when its worker dies."""
+    import ray  # the batch extra; imported first by ``start_ray``
+
+    return ray.remote(function).options(
+        num_cpus=cpus, num_gpus=gpus, max_retries=MAX_RETRIES, retry_exceptions=False
     )
-    return settings, task
+
+
+def whole_task(settings: Settings):
+    """A whole grading (:func:`grade_files`) as one task holding what its backend needs: each
+    job of ``autograder serve``."""
+    return _task(grade_files, 1, settings.gpus)
+
+
+@dataclass(frozen=True)
+class Tasks:
+    """A batch's Ray tasks: a submission is one task (:func:`grade_files`); on a GPU two, so that
+    the GPU waits for no compile or emulator check: the GPU task (:func:`time_files`) grades the
+    timed items alone, holding the GPU and asking for no CPU (it never waits behind CPU tasks for a
+    core), and the CPU task, which Ray runs once that answer exists, grades the rest and merges it."""
+
+    grade: Any
+    time: Any | None = None
+
+    @classmethod
+    def of(cls, settings: Settings) -> Tasks:
+        if not settings.gpus:
+            return cls(_task(grade_files, 1, 0))
+        return cls(_task(grade_files, 1, 0), _task(time_files, 0, settings.gpus))
+
+    def submit(self, course_ref, files: dict[str, bytes], seed: int, settings: Settings):
+        """A submission's grading, submitted; the reference to its (CPU) task's answer."""
+        if self.time is None:
+            return self.grade.remote(course_ref, files, seed, settings)
+        import ray
+
+        files_ref = ray.put(files)
+        timed = self.time.remote(course_ref, files_ref, seed, settings)
+        return self.grade.remote(course_ref, files_ref, seed, settings, timed)
 
 
 def lost_task(error: Exception) -> dict:
@@ -509,9 +628,9 @@ def grade_class(
     asked = settings.backend
     settings = replace(settings, backend=expected_backend(asked, out), course_key=digest(course_data))
     known, jobs = plan(submissions, out, settings, only)
-    task = None
-    if jobs:
-        resolved, task = start_ray(address, replace(settings, backend=asked), settings.course_key)
+    started = bool(jobs)
+    if started:
+        resolved = start_ray(address, replace(settings, backend=asked), settings.course_key)
         if resolved.backend != settings.backend:  # ``auto`` resolved otherwise than guessed
             LOG.info(
                 "the cluster resolves %s to %s, not %s: planned again",
@@ -524,23 +643,23 @@ def grade_class(
     LOG.info("%d to grade, %d current or refused (not graded again)", len(jobs), len(known))
     for outcome in known.values():
         shown(outcome, 0)
-    if task is not None:
-        known |= _grade_on_ray(jobs, task, course, course_data, out, settings, shown)
+    if started:
+        known |= _grade_on_ray(jobs, Tasks.of(settings), course, course_data, out, settings, shown)
     ordered = [known[s.id] for s in submissions]
     write_class(out, course, settings, ordered)
     return ordered
 
 
-def _grade_on_ray(jobs, task, course, course_data, out, settings, shown) -> dict[str, Outcome]:
-    """Each job a task; each answer stored as it arrives. Shuts Ray down."""
+def _grade_on_ray(jobs, tasks, course, course_data, out, settings, shown) -> dict[str, Outcome]:
+    """Each job its tasks; each answer stored as it arrives. Shuts Ray down."""
     import ray  # the batch extra; not in the base install
 
     done = {}
     try:
-        slots = int(ray.cluster_resources().get("GPU" if settings.gpus else "CPU", 1))
+        slots = int(ray.cluster_resources().get("CPU", 1))  # a GPU class's CPU tasks run side by side
         course_ref = ray.put(course_data)
         pending = {
-            task.remote(course_ref, job.files, submission_seed(settings.seed, job.submission), settings): job
+            tasks.submit(course_ref, job.files, submission_seed(settings.seed, job.submission), settings): job
             for job in jobs
         }
         while pending:

@@ -9,6 +9,9 @@ docs/gpu-service.md), waits up to a deadline inside the submission's time limit,
 service's verdicts (their evidence read back typed, ``Evidence.from_json``) in place of those items.
 Whatever goes wrong (no answer, a refusal, an answer that is not a grading), the items stay
 exactly as they were, not run, with the reason appended, and nothing else changes.
+:func:`answered` does the same with an answer already at hand: ``autograder batch`` times a
+class's kernels in GPU tasks of its own and merges their answers, shaped as the service's
+(:func:`graded_items`), so that a class graded by batch gets the verdicts the service gives.
 
 Standard library only (``urllib.request``): the base install has no HTTP client of its own.
 The token file's format is read here too, for ``autograder serve`` and ``autograder gradescope``.
@@ -85,6 +88,19 @@ def read_tokens(path: Path) -> list[Token]:
 
 
 @dataclass(frozen=True)
+class Grader:
+    """Who graded the items not run here, as the student's feedback and the TA report name it."""
+
+    where: str  # in a reason: "the GPU service at gpu.example.edu could not run it either"
+    note: str  # after a verdict's feedback, its ``{backend}`` filled in
+    url: str | None = None  # the TA report's record of it (``public_url``: never a path or token)
+
+
+# ``autograder batch``'s GPU tasks: the same verdicts, said to come from a GPU of the class's grading
+CLASS_GPU = Grader("the GPU grading", "graded on a GPU, on the {backend} backend")
+
+
+@dataclass(frozen=True)
 class Service:
     url: str  # http(s)://host[:port][/prefix]
     token: str
@@ -93,6 +109,11 @@ class Service:
     def where(self) -> str:
         """The service as a student's feedback names it: its host and port, never its token."""
         return f"the GPU service at {_host_port(self.url)}"
+
+    @property
+    def grader(self) -> Grader:
+        """The service as its verdicts name it (a URL that :func:`url_problem` passed)."""
+        return Grader(self.where, "graded on the GPU service, on its {backend} backend", public_url(self.url))
 
 
 def url_problem(url: str) -> str | None:
@@ -165,25 +186,58 @@ def completed(
 ) -> Grade:
     """``grade`` with its ``wanted`` items graded by ``service``, or, where it could not, not run
     with the reason appended. Every assignment is asked at once; none waits past ``wait_s``."""
-    names = list(dict.fromkeys(r.item.assignment for r in grade.items if wanted(r)))
+    names = _asked(grade, wanted)
     if service is None or not names:
         return grade
     started = time.monotonic()
     sources = {s.assignment: s for s in grade.submitted}
 
     def ask(name: str):
-        items = [r.item for r in grade.items if wanted(r) and r.item.assignment == name]
-        return _outcome(service, name, sources.get(name), grade.seed, wait_s, items)
+        return _outcome(service, name, sources.get(name), grade.seed, wait_s, _wanted(grade, wanted, name))
 
     with ThreadPoolExecutor(max_workers=len(names)) as pool:  # each waits at most wait_s
         outcomes = dict(zip(names, pool.map(ask, names), strict=True))
+    return _with_outcomes(grade, outcomes, wanted, progress, time.monotonic() - started)
+
+
+def answered(
+    grade: Grade,
+    answer: bytes,
+    grader: Grader,
+    wanted: Callable[[ItemResult], bool] = needs_service,
+    progress: Callable[[ItemResult], None] | None = None,
+) -> Grade:
+    """``grade`` with its ``wanted`` items graded by ``answer``, a GPU grading's answer at hand,
+    shaped as the service's (every assignment's items in one), checked and merged as
+    :func:`completed` merges the service's; where it did not grade them, not run with the reason."""
+    outcomes = {name: _read(answer, _wanted(grade, wanted, name), grader) for name in _asked(grade, wanted)}
+    return _with_outcomes(grade, outcomes, wanted, progress, 0.0)
+
+
+def _asked(grade: Grade, wanted: Callable[[ItemResult], bool]) -> list[str]:
+    """The assignments with a ``wanted`` item, in the grade's order."""
+    return list(dict.fromkeys(r.item.assignment for r in grade.items if wanted(r)))
+
+
+def _wanted(grade: Grade, wanted: Callable[[ItemResult], bool], assignment: str) -> list[Item]:
+    return [r.item for r in grade.items if wanted(r) and r.item.assignment == assignment]
+
+
+def _with_outcomes(
+    grade: Grade,
+    outcomes: dict[str, Answered | str],
+    wanted: Callable[[ItemResult], bool],
+    progress: Callable[[ItemResult], None] | None,
+    spent_s: float,
+) -> Grade:
+    """``grade`` with each ``wanted`` item merged from its assignment's outcome; nothing else changed."""
     items = []
     for result in grade.items:
-        merged = _merged(result, outcomes[result.item.assignment], service) if wanted(result) else result
+        merged = _merged(result, outcomes[result.item.assignment]) if wanted(result) else result
         if progress and merged is not result and merged.not_run is None:  # graded there
             progress(merged)
         items.append(merged)
-    return replace(grade, items=tuple(items), elapsed_s=grade.elapsed_s + time.monotonic() - started)
+    return replace(grade, items=tuple(items), elapsed_s=grade.elapsed_s + spent_s)
 
 
 def _outcome(
@@ -193,10 +247,10 @@ def _outcome(
     seed: int,
     wait_s: float,
     items: list[Item],
-) -> tuple[str, dict[str, Verdict]] | str:
-    """The service's backend and its verdict on each of ``items``; or why there is none. The
-    kernel is sent as the grading read it, under its file's name, so that the service's feedback
-    names the student's file."""
+) -> Answered | str:
+    """The service's verdict on each of ``items``; or why there is none. The kernel is sent as
+    the grading read it, under its file's name, so that the service's feedback names the
+    student's file."""
     problem = url_problem(service.url)
     if problem:
         return problem
@@ -214,9 +268,17 @@ def _outcome(
         "deadline_s": SERVICE_SHARE * wait_s,
     }
     try:
-        return _verdicts(_post(service, request, wait_s), items, service)
+        return _verdicts(_post(service, request, wait_s), items, service.grader)
     except (OSError, ValueError, RecursionError, http.client.HTTPException) as e:  # never a lost grade
-        return _why(e, service, wait_s)
+        return _why(e, service.where, wait_s)
+
+
+def _read(data: bytes, items: list[Item], grader: Grader) -> Answered | str:
+    """An answer at hand's verdict on each of ``items``; or why there is none."""
+    try:
+        return _verdicts(data, items, grader)
+    except (ValueError, RecursionError) as e:
+        return _why(e, grader.where, 0.0)
 
 
 def _post(service: Service, request: dict, wait_s: float) -> bytes:
@@ -245,17 +307,52 @@ class Verdict:
     evidence: Evidence  # its TA report's, read back (``Evidence.from_json``)
 
 
-def _verdicts(data: bytes, items: list[Item], service: Service) -> tuple[str, dict[str, Verdict]] | str:
-    """The answer's backend and verdict per item, each checked against our rubric; or, when the
-    service answered that it did not grade, why. A ValueError says what is wrong with it."""
+@dataclass(frozen=True)
+class Answered:
+    """An answer that graded: who graded, on which backend, and the verdict on each item asked."""
+
+    grader: Grader
+    backend: str
+    verdicts: dict[str, Verdict]
+
+
+def graded_items(files: dict[str, bytes]) -> list[dict] | None:
+    """The items of a ``grade`` run as an answer carries them: results.json's test entries, each
+    with its TA report's feedback before fencing, regrade flag, why it was not run and evidence;
+    None when the run wrote no readable results.json and report.json."""
+    try:
+        tests = json.loads(files["results.json"])["tests"]
+        details = json.loads(files["report.json"])["items"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return answer_items(tests, details)
+
+
+def answer_items(tests: list[dict], details: list[dict]) -> list[dict]:
+    """Each test entry with what a caller needs to merge it, from its TA report's item."""
+    return [
+        {
+            **test,
+            "feedback": detail["output"],
+            "regrade": detail["regrade"],
+            "not_run": detail.get("not_run"),
+            "evidence": detail["evidence"],
+        }
+        for test, detail in zip(tests, details, strict=True)
+    ]
+
+
+def _verdicts(data: bytes, items: list[Item], grader: Grader) -> Answered | str:
+    """The answer's verdict per item, each checked against our rubric; or, when the grader
+    answered that it did not grade, why. A ValueError says what is wrong with it."""
     answer = json.loads(data)
     if not isinstance(answer, dict) or not isinstance(answer.get("items"), list):
         raise ValueError("no list of items")
     if answer.get("status") != "graded":
-        return f"{service.where} {capped(str(answer.get('reason') or 'did not grade it'), 300)}"
+        return f"{grader.where} {capped(str(answer.get('reason') or 'did not grade it'), 300)}"
     given = {v.get("name"): v for v in answer["items"] if isinstance(v, dict)}
     verdicts = {item.name: _checked(given.get(item.name), item) for item in items}
-    return str(answer.get("backend") or "unnamed"), verdicts
+    return Answered(grader, str(answer.get("backend") or "unnamed"), verdicts)
 
 
 def _checked(verdict: dict | None, item: Item) -> Verdict:
@@ -278,9 +375,8 @@ def _checked(verdict: dict | None, item: Item) -> Verdict:
     return Verdict(*fields, evidence)
 
 
-def _why(error: Exception, service: Service, wait_s: float) -> str:
+def _why(error: Exception, where: str, wait_s: float) -> str:
     """What went wrong, in a sentence for the student's feedback (no traceback, no path)."""
-    where = service.where
     if isinstance(error, urllib.error.HTTPError):
         return f"{where} refused it (HTTP {error.code}{_detail(error)})"
     cause = error.reason if isinstance(error, urllib.error.URLError) else error
@@ -302,21 +398,19 @@ def _detail(error: urllib.error.HTTPError) -> str:
     return f": {capped(detail, 300)}" if isinstance(detail, str) else ""
 
 
-def _merged(
-    result: ItemResult, outcome: tuple[str, dict[str, Verdict]] | str, service: Service
-) -> ItemResult:
-    """``result`` as the service graded it; or, where it could not, with the reason appended."""
+def _merged(result: ItemResult, outcome: Answered | str) -> ItemResult:
+    """``result`` as the grader graded it; or, where it could not, with the reason appended."""
     if isinstance(outcome, str):
         return _with_reason(result, outcome)
-    backend, verdicts = outcome
-    verdict = verdicts[result.item.name]
+    grader, backend = outcome.grader, outcome.backend
+    verdict = outcome.verdicts[result.item.name]
     if verdict.not_run:
-        return _with_reason(result, f"{service.where} could not run it either ({verdict.not_run})")
-    graded_there = ServiceRecord(url=public_url(service.url), backend=backend)
+        return _with_reason(result, f"{grader.where} could not run it either ({verdict.not_run})")
+    graded_there = ServiceRecord(url=grader.url, backend=backend)
     return ItemResult(
         result.item,
         verdict.score,
-        f"{verdict.feedback}\n(graded on the GPU service, on its {backend} backend)",
+        f"{verdict.feedback}\n({grader.note.format(backend=backend)})",
         replace(verdict.evidence, gpu_service=graded_there),
         regrade=verdict.regrade,
     )

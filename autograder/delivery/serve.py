@@ -53,7 +53,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from autograder.course.folder import Course
 from autograder.course.policy import MAX_SOURCE_BYTES
 from autograder.delivery import batch
-from autograder.delivery.gpu_service import Token
+from autograder.delivery.gpu_service import Token, answer_items, graded_items
 from autograder.feedback import two_decimals
 from autograder.grading.grade import Grade, ItemResult
 from autograder.grading.pipeline import submitted_name
@@ -100,7 +100,8 @@ class RayJobs:
         self.address = address
 
     def start(self, course_data: dict[str, bytes], settings: batch.Settings) -> batch.Settings:
-        settings, self.task = batch.start_ray(self.address, settings, batch.digest(course_data))
+        settings = batch.start_ray(self.address, settings, batch.digest(course_data))
+        self.task = batch.whole_task(settings)
         import ray
 
         self.ray = ray
@@ -222,14 +223,8 @@ class Service:
 
     def graded(self, job: GradeRequest, done: dict) -> dict | None:
         """The items ``grade`` wrote, with their details from its TA report; None when it wrote none."""
-        if done["exit"] != 0:
-            return None
-        try:
-            tests = json.loads(done["files"]["results.json"])["tests"]
-            details = json.loads(done["files"]["report.json"])["items"]
-        except (KeyError, TypeError, ValueError):
-            return None
-        return self.answered(job, "graded", tests, details)
+        items = graded_items(done["files"]) if done["exit"] == 0 else None
+        return None if items is None else self.answered(job, "graded", items)
 
     def not_run(self, job: GradeRequest, reason: str) -> dict:
         """Every item of the assignment not run, because of ``reason`` (the service's own)."""
@@ -241,19 +236,9 @@ class Service:
         grade = Grade(tuple(results), self.grading.backend, job.seed)
         tests = build_results(grade, self.course.rubric)["tests"]
         details = [{"output": r.output, "regrade": True, "not_run": why, "evidence": {}} for r in results]
-        return {**self.answered(job, "not run", tests, details), "reason": reason}
+        return {**self.answered(job, "not run", answer_items(tests, details)), "reason": reason}
 
-    def answered(self, job: GradeRequest, status: str, tests: list[dict], details: list[dict]) -> dict:
-        items = [
-            {
-                **test,
-                "feedback": detail["output"],
-                "regrade": detail["regrade"],
-                "not_run": detail.get("not_run"),
-                "evidence": detail["evidence"],
-            }
-            for test, detail in zip(tests, details, strict=True)
-        ]
+    def answered(self, job: GradeRequest, status: str, items: list[dict]) -> dict:
         return {
             "assignment": job.assignment,
             "status": status,

@@ -10,7 +10,9 @@ regrading); either way the remaining items are graded. A case group runs the cas
 those it draws from the secret seed (``cases.with_drawn``). On a backend that counts
 instructions, a student's launches are bounded one by one and all together by the reference's
 (``WORK_MULTIPLE``, ``TOTAL_MULTIPLE``). With ``cross_check`` (``--sanitize``),
-the bounds and barriers items also carry compute-sanitizer's unscored second opinion.
+the bounds and barriers items also carry compute-sanitizer's unscored second opinion. With
+``timed_only`` only the timed performance items are checked (:func:`is_timed_item`): the part of a
+grading that needs a GPU, which ``autograder batch`` runs apart from the rest.
 """
 
 from __future__ import annotations
@@ -379,11 +381,15 @@ def grade_submission(
     assignments: list[str] | None = None,
     progress: Callable[[ItemResult], None] | None = None,
     cross_check: bool = False,
+    timed_only: bool = False,
 ) -> Grade:
     """Grade every assignment of ``submission`` (or ``assignments``) and return the scored items.
 
     ``cross_check``: also run the bounds and barriers items' cases under compute-sanitizer (a
     grading backend that ``runs_natively`` only; elsewhere a note says it was not run).
+    ``timed_only``: grade the timed performance items alone, each exactly as in a whole grading
+    (the compile gate, then the correctness cases and its own cases on the grading backend as its
+    gates, then the timing), so that a GPU spends its time on nothing else.
     """
     started = time.monotonic()
     secret = seed if seed is not None else secrets.randbits(63)
@@ -402,7 +408,8 @@ def grade_submission(
         notes += [*found.notes, *filter(None, map(found.note, names))]
         for name in names:
             read.append(read_submitted(found, name))
-            for result in _grade_assignment(read[-1], course, backends, secret, deadline, cross_check):
+            graded = _grade_assignment(read[-1], course, backends, secret, deadline, cross_check, timed_only)
+            for result in graded:
                 items.append(result)
                 if progress:
                     progress(result)
@@ -445,16 +452,20 @@ def _grade_assignment(
     secret: int,
     deadline: float,
     cross_check: bool,
+    timed_only: bool = False,
 ) -> Iterator[ItemResult]:
     name = submitted.assignment
     items = course.rubric.assignments[name]
+    checked = tuple(filter(is_timed_item, items)) if timed_only else items
+    if not checked:
+        return
     spec = course.specs[name]
     source, problem, regrade = submitted.text, submitted.problem, False
     filename = submitted_name(submitted.name, spec.name) if submitted.name else None
     if problem is None:
         problem, regrade = _compile_problem(backends.grading, spec, source, items, filename)
-    if problem is not None:
-        yield from _ungraded(items, problem, regrade)
+    if problem is not None:  # each item's words as a whole grading gives them
+        yield from (r for r in _ungraded(items, problem, regrade) if r.item in checked)
         return
     reference = course.reference_source(name)
     sources = {"student": source, "reference": reference.read_text() if reference.exists() else None}
@@ -464,14 +475,18 @@ def _grade_assignment(
     runner = CaseRunner(
         spec, sources, backends, secret, course.rubric.limits.case_s, deadline, recorded, items, filename
     )
-    runner.prefetch_timings(
-        [i.cases for i in items if i.check == "performance" and performance.is_timed(i.metric)]
-    )
-    for item in items:
+    # the runner knows every item of the assignment: a timed item's gates are the correctness items'
+    runner.prefetch_timings([i.cases for i in items if is_timed_item(i)])
+    for item in checked:
         result = check_item(item, runner)
         if cross_check and item.check in sanitize.CROSS_CHECKED:
             result = sanitize.with_cross_check(result, runner.cross_check(item.cases))
         yield _drawn_marked(result, runner.spec)
+
+
+def is_timed_item(item: Item) -> bool:
+    """A performance item timed on the device (``metric: time``): the only kind a GPU must grade."""
+    return item.check == "performance" and performance.is_timed(item.metric)
 
 
 def _drawn_marked(result: ItemResult, spec: Spec) -> ItemResult:
