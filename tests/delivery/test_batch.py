@@ -202,3 +202,38 @@ def test_a_worker_killed_while_grading_loses_nothing(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert set(statuses(run).values()) == {"graded"}
     assert all((tmp_path / f"out/submission_{k}/results.json").is_file() for k in (1, 2, 3, 4))
+
+
+def test_on_a_gpu_a_submission_is_a_gpu_task_for_its_timed_items_and_a_cpu_task_that_merges_it(
+    tmp_path, monkeypatch
+):
+    """The GPU pipeline's plumbing on a machine without a GPU: Ray is given one logical GPU and the
+    emulator stands in for the GPU task's backend (it cannot time, so the timed item says why). The
+    GPU task grades the timed item alone, the CPU task merges its answer and records the GPU part."""
+    import functools
+
+    from autograder.course.folder import read_course
+
+    ray = batch.import_ray(None)
+    monkeypatch.setattr(ray, "init", functools.partial(ray.init, num_gpus=1))
+    monkeypatch.setattr(batch, "holds_a_gpu", lambda name: True)  # the emulator plays the GPU
+    monkeypatch.setattr(batch, "reference_ledger", lambda course, names: {})
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    folder = tmp_path / "class/ada"
+    folder.mkdir(parents=True)
+    (folder / "vector_add.cu").write_text((ROOT / "reference/vector_add.cu").read_text())
+    submissions = batch.read_class(tmp_path / "class", tmp_path / "scratch")
+    settings = batch.Settings("emulator", seed=3, assignments=("vector_add",), limit_s=900)
+    [outcome] = batch.grade_class(submissions, read_course(ROOT), tmp_path / "out", settings)
+    assert outcome.status == "graded" and outcome.gpu_s > 0, outcome
+    results = json.loads((tmp_path / "out/ada/results.json").read_text())
+    timed = [t for t in results["tests"] if t["name"] == "vector_add performance (perf)"]
+    assert "(the GPU grading could not run it either (needs a GPU))" in timed[0]["output"]
+    assert results["score"] == 12  # everything else: the emulator's grading, full marks
+    report = json.loads((tmp_path / "out/ada/report.json").read_text())
+    assert report["gpu"]["status"] == "graded" and report["gpu"]["busy_s"] == outcome.gpu_s
+    log = (tmp_path / "out/ada/grade.log").read_text()
+    cpu_part, gpu_part = log.split("--- the GPU task (grade --timed-only) ---")
+    assert "correctness" in cpu_part and "performance" in cpu_part
+    graded_there = [line for line in gpu_part.splitlines() if "vector_add " in line and " / " in line]
+    assert len(graded_there) == 1 and graded_there[0].endswith("vector_add performance (perf)"), gpu_part
