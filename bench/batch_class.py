@@ -1,17 +1,24 @@
-"""A synthetic class graded by ``autograder batch`` on the emulator: time, throughput, memory, sameness.
+"""A synthetic class graded by ``autograder batch``: time, throughput, memory, sameness, GPU use.
 
 The class: N submissions (default 300), each one kernel file taken in turn from the
 submissions of bench/regrade.py (every reference, starter, student variant and planted bug
-of the course, over all nine assignments), in a Gradescope export with made-up submitters.
-It is graded once with ``autograder batch --backend emulator`` on an embedded Ray cluster of
-this machine, while a sampler adds up the resident memory of every process it starts (Ray's
-raylet and workers, each ``grade`` and its backend worker). Then a sample of submissions is
-graded one at a time with ``autograder grade`` and each submission's own seed: results.json
-and report.json must be identical to the batch's, volatile fields (times, paths) aside. A
-re-run must find every submission current (and starts no Ray). Prints a Markdown table;
-``--record FILE`` appends it with the date; ``--sample 0`` leaves out the comparison.
+of the course, over all nine assignments), in a Gradescope export with made-up submitters;
+with ``--whole`` each submission holds a kernel of every assignment (the next variant of each),
+a full submission as bench/results/batch-gpu.md counts them. It is graded once with
+``autograder batch --backend BACKEND`` (default emulator) on an embedded Ray cluster of this
+machine, while a sampler adds up the resident memory of every process it starts (Ray's raylet
+and workers, each ``grade`` and its backend worker). Then a sample of submissions is graded one
+at a time with ``autograder grade --backend emulator`` and each submission's own seed:
+results.json and report.json must be identical to the batch's, volatile fields (times, paths)
+aside, and on a GPU the items its GPU tasks graded aside. A re-run must find every submission
+current (and starts no Ray). On a GPU it also prints the GPU busy time (what the TA reports'
+``gpu.busy_s`` add up to: how long the GPU tasks held a GPU) and submissions per GPU-hour, of
+the GPUs' wall time (``--gpus``, default ``nvidia-smi``'s count) and of their busy time.
+Prints a Markdown table; ``--record FILE`` appends it with the date; ``--sample 0`` leaves out
+the comparison.
 
     python3 bench/batch_class.py [--size 300] [--sample 10] [--record bench/results/batch.md]
+    python3 bench/batch_class.py --backend gpu --whole --size 40 --record bench/results/batch-gpu.md
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograder import batch  # noqa: E402 - the checkout's grader
+from autograder.delivery import batch  # noqa: E402 - the checkout's grader
 
 ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
 
@@ -45,16 +52,24 @@ def regrade_submissions(scratch: Path) -> list[tuple[str, Path]]:
     return [(a, folder / f"{a}.cu") for a, folder in regrade.submissions(scratch).values()]
 
 
-def make_class(size: int, scratch: Path) -> Path:
+def make_class(size: int, scratch: Path, whole: bool) -> Path:
     (scratch / "kernels").mkdir()
     kernels = regrade_submissions(scratch / "kernels")
+    by_assignment: dict[str, list[Path]] = {}
+    for assignment, kernel in kernels:
+        by_assignment.setdefault(assignment, []).append(kernel)
     export = scratch / "export"
     metadata = []
     for k in range(size):
-        assignment, kernel = kernels[k % len(kernels)]
+        chosen = (
+            [(a, variants[k % len(variants)]) for a, variants in by_assignment.items()]
+            if whole
+            else [kernels[k % len(kernels)]]
+        )
         folder = export / f"submission_{k:04d}"
         folder.mkdir(parents=True)
-        (folder / f"{assignment}.cu").write_bytes(kernel.read_bytes())
+        for assignment, kernel in chosen:
+            (folder / f"{assignment}.cu").write_bytes(kernel.read_bytes())
         metadata.append(
             f"submission_{k:04d}:\n  :submitters:\n  - :name: Student {k}\n    :sid: '{100000 + k}'\n"
             f"    :email: s{k}@example.edu\n"
@@ -96,10 +111,10 @@ class Sampler(threading.Thread):
             self.peak = max(self.peak, tree_rss_mb(self.root))
 
 
-def run_batch(export: Path, out: Path) -> tuple[float, str, float]:
+def run_batch(export: Path, out: Path, backend: str) -> tuple[float, str, float]:
     """Wall time, the last line printed, and the peak resident memory of the batch's processes."""
     command = [sys.executable, "-m", "autograder", "batch", str(export), "--out", str(out)]
-    command += ["--course", str(ROOT), "--backend", "emulator"]
+    command += ["--course", str(ROOT), "--backend", backend]
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     sampler = Sampler(process.pid)
@@ -115,11 +130,47 @@ def stable(value):
         return {
             k: stable(v)
             for k, v in value.items()
-            if k not in {"execution_time", "elapsed_s", "submission", "wall_s"}
+            if k not in {"execution_time", "elapsed_s", "submission", "wall_s", "gpu"}
         }
     if isinstance(value, list):
         return [stable(v) for v in value]
     return value
+
+
+def besides(data: dict, graded_on_gpu: frozenset[str]) -> dict:
+    """A results.json or TA report without the items a GPU task graded, and then without the
+    totals and backend, which those items change; unchanged when there are none."""
+    if not graded_on_gpu:
+        return data
+    kept = {
+        k: v for k, v in data.items() if k not in {"score", "max_score", "output", "backend", "extra_data"}
+    }
+    for key in ("tests", "items"):
+        if key in kept:
+            kept[key] = [i for i in kept[key] if i["name"] not in graded_on_gpu]
+    return kept
+
+
+def on_gpu(report: dict) -> frozenset[str]:
+    """The items of a batch's TA report that its GPU task graded (their evidence says so)."""
+    return frozenset(i["name"] for i in report.get("items", []) if "gpu_service" in i.get("evidence", {}))
+
+
+def gpu_busy_s(out: Path) -> float:
+    """How long the class's GPU tasks held a GPU: the TA reports' ``gpu.busy_s`` added up."""
+    total = 0.0
+    for report in out.glob("*/report.json"):
+        total += json.loads(report.read_text()).get("gpu", {}).get("busy_s", 0.0)
+    return total
+
+
+def gpu_count() -> int:
+    """The GPUs ``nvidia-smi -L`` lists; 1 when it lists none (or is not there)."""
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout
+    except OSError:
+        return 1
+    return max(1, sum(line.startswith("GPU ") for line in listed.splitlines()))
 
 
 def differs_alone(export: Path, out: Path, sample: int, scratch: Path) -> list[str]:
@@ -133,9 +184,11 @@ def differs_alone(export: Path, out: Path, sample: int, scratch: Path) -> list[s
         command += ["--backend", "emulator", "--seed", str(own), "--results", str(scratch / "results.json")]
         command += ["--report", str(scratch / "report")]
         subprocess.run(command, capture_output=True, check=False)
+        gpu = on_gpu(json.loads((out / folder.name / "report.json").read_text()))
         for name in ("results.json", "report.json"):
             alone = json.loads((scratch / name).read_text())
-            if stable(json.loads((out / folder.name / name).read_text())) != stable(alone):
+            batched = json.loads((out / folder.name / name).read_text())
+            if stable(besides(batched, gpu)) != stable(besides(alone, gpu)):
                 different.append(f"{folder.name}/{name}")
     return different
 
@@ -145,24 +198,42 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=300)
     parser.add_argument("--sample", type=int, default=10)
     parser.add_argument("--record", type=Path, default=None)
+    parser.add_argument("--backend", default="emulator", choices=("emulator", "gpu"))
+    parser.add_argument("--whole", action="store_true", help="each submission: a kernel of every assignment")
+    parser.add_argument("--gpus", type=int, default=None, help="GPUs of the cluster (default: nvidia-smi's)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)
-        export, out = make_class(args.size, scratch), scratch / "out"
-        wall, summary, peak_mb = run_batch(export, out)
-        rerun, rerun_summary, _ = run_batch(export, out)
+        export, out = make_class(args.size, scratch, args.whole), scratch / "out"
+        wall, summary, peak_mb = run_batch(export, out, args.backend)
+        busy_s = gpu_busy_s(out)
+        rerun, rerun_summary, _ = run_batch(export, out, args.backend)
         different = differs_alone(export, out, args.sample, scratch) if args.sample else []
+    each = "a kernel of every assignment each" if args.whole else "one kernel each, all nine assignments"
+    gpu_rows = []
+    if args.backend == "gpu":
+        gpus = args.gpus or gpu_count()
+        per_busy = f"{args.size / busy_s * 3600:.0f}" if busy_s else "-"
+        gpu_rows = [
+            f"| GPUs | {gpus} |",
+            f"| GPU busy time (its GPU tasks held a GPU) | {busy_s:.0f} s of {gpus * wall:.0f} s "
+            f"(GPUs x wall time): {100 * busy_s / (gpus * wall):.0f} % |",
+            f"| submissions per GPU-hour (GPUs x wall time) | {args.size / (gpus * wall) * 3600:.0f} |",
+            f"| submissions per GPU-hour (GPU busy time) | {per_busy} |",
+        ]
     table = "\n".join(
         [
-            f"`bench/batch_class.py --size {args.size}`, {datetime.date.today()}, {platform.node()}, "
-            f"{os.cpu_count()} cores, emulator backend, embedded Ray",
+            f"`bench/batch_class.py --size {args.size}{' --whole' if args.whole else ''}`, "
+            f"{datetime.date.today()}, {platform.node()}, "
+            f"{os.cpu_count()} cores, {args.backend} backend, embedded Ray",
             "",
             "| measure | value |",
             "|---|---|",
-            f"| submissions | {args.size} (one kernel each, all nine assignments) |",
+            f"| submissions | {args.size} ({each}) |",
             f"| batch | {summary} |",
             f"| wall time | {wall:.0f} s |",
             f"| submissions per hour | {args.size / wall * 3600:.0f} |",
+            *gpu_rows,
             f"| peak resident memory of all its processes (Ray's included) | {peak_mb:.0f} MB |",
             f"| re-run (nothing changed) | {rerun:.0f} s: {rerun_summary} |",
             f"| sample graded alone, same seed | {args.sample} submissions, "
