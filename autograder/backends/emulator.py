@@ -15,7 +15,7 @@ from autograder.backends.compiler import Compiled, PtxasRefusal, compile_ptx, co
 from autograder.contract import Backend, Capabilities, Launch, LaunchResult, Program, Unsupported
 from autograder.emulator import emulate
 from autograder.emulator.limits import Function, check_function
-from autograder.emulator.machine import DEFAULT_BUDGET, decode_launchable, keep_freed_memory
+from autograder.emulator.machine import DEFAULT_BUDGET, decode_launchable, keep_freed_memory, quiet_collector
 
 
 class EmulatorBackend(Backend):
@@ -25,6 +25,7 @@ class EmulatorBackend(Backend):
     def __init__(self, budget: int = DEFAULT_BUDGET):
         self.budget = budget
         keep_freed_memory()
+        quiet_collector()
 
     def compile(self, program: Program) -> None:
         """NVRTC's errors, ptxas's refusals for ``sm_90``, and a local frame over CUDA's limit per thread."""

@@ -442,7 +442,7 @@ def build_fma_run(run: list[Instr], ch) -> Callable[[], None]:
     ``build_fma`` computes one: each product exact in f64, its sum rounded once to f32. A
     register tile's update multiplies each of U registers by each of V (``_outer``): one
     broadcast product of the U and the V rows instead of U*V rows of each."""
-    rows = [[ch.registers.rows[o.name] for o in ins.operands] for ins in run]
+    rows = [[ch.registers.row(o.name) for o in ins.operands] for ins in run]
     table = rows[0][0][0]
     d, a, b, c = (np.array([r[k][1] for r in rows]) for k in range(4))
     total = ch.registers.scratch(np.float64, len(run))

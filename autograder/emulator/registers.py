@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,7 +23,6 @@ from autograder.emulator.ptx import Kernel
 
 STORAGE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
-RegisterTypes = tuple[tuple[np.dtype, tuple[str, ...]], ...]  # register names by storage type
 Getter = Callable[[np.ndarray | None], object]  # lanes (None: every lane) -> their values
 Putter = Callable[[np.ndarray | None, object], None]  # lanes, values -> None
 
@@ -42,25 +42,37 @@ def storage_dtype(reg_type: str) -> np.dtype:
     return _STORAGE_OF[reg_type]
 
 
-def register_types(kernel: Kernel) -> RegisterTypes:
+@dataclass(frozen=True)
+class RegisterLayout:
+    """A kernel's registers (and the parameters of the calls it inlined): their names by storage
+    type (``types``), and per name its type's place there and its row (``slots``). Worked out
+    once per kernel (a kernel of a few thousand registers took a chunk 3 ms to index)."""
+
+    types: tuple[tuple[np.dtype, tuple[str, ...]], ...]
+    slots: dict[str, tuple[int, int]]
+
+
+def register_types(kernel: Kernel) -> RegisterLayout:
     """The kernel's registers (and the parameters of the calls it inlined) by storage type."""
     types = {name: storage_dtype(t) for name, t in kernel.registers.items()}
     types.update(dict.fromkeys(kernel.call_params, np.dtype(np.uint64)))
     by_type: dict[np.dtype, list[str]] = {}
     for name, dt in types.items():
         by_type.setdefault(dt, []).append(name)
-    return tuple((dt, tuple(names)) for dt, names in by_type.items())
+    slots = {name: (t, k) for t, names in enumerate(by_type.values()) for k, name in enumerate(names)}
+    return RegisterLayout(tuple((dt, tuple(names)) for dt, names in by_type.items()), slots)
 
 
 class RegisterFile:
-    """Every register of ``n`` lanes (``types``: their names by storage type, ``register_types``).
-    ``rows``: per name, its type's table and its row there; ``regs``: per name, that row."""
+    """Every register of ``n`` lanes (``layout``: where each lies, ``register_types``): a zeroed
+    table per storage type (``tables``); ``row(name)``: a register's table and its row there;
+    ``regs``: per name, that row, as an executor first asks for it."""
 
-    def __init__(self, types: RegisterTypes, n: int):
+    def __init__(self, layout: RegisterLayout, n: int):
         self.n = n
-        self.rows = _registers(types, n)
-        self.regs: dict[str, np.ndarray] = {name: table[k] for name, (table, k) in self.rows.items()}
-        self.tables = list({id(table): table for table, _k in self.rows.values()}.values())  # one a type
+        self.slots = layout.slots
+        self.tables = [np.zeros((len(names), n), dt) for dt, names in layout.types]  # one a type
+        self.regs: dict[str, np.ndarray] = {}
         self._views: dict[tuple, np.ndarray] = {}
         self._immediates: dict[tuple, np.generic] = {}  # by (operand, dtype)
         self._scratch: dict[tuple, np.ndarray] = {}
@@ -72,15 +84,24 @@ class RegisterFile:
 
     def clear(self) -> None:
         """Drop every array (the executors' closures may outlive the chunk)."""
-        for held in (self.regs, self.rows, self._views, self._immediates, self._scratch):
+        for held in (self.regs, self._views, self._immediates, self._scratch):
             held.clear()
         self.tables.clear()
 
+    def row(self, name: str) -> tuple[np.ndarray, int]:
+        """Register ``name``'s table and its row there (KeyError: no such register)."""
+        t, k = self.slots[name]
+        return self.tables[t], k
+
     def reg(self, name: str) -> np.ndarray:
-        try:
-            return self.regs[name]
-        except KeyError:
-            raise Unsupported(f"register {name} is not declared") from None
+        found = self.regs.get(name)
+        if found is None:
+            try:
+                table, k = self.row(name)
+            except KeyError:
+                raise Unsupported(f"register {name} is not declared") from None
+            found = self.regs[name] = table[k]
+        return found
 
     def view(self, operand: Operand | None, dtype) -> np.ndarray | None:
         """The register itself, seen as ``dtype``, when that is a plain reinterpretation."""
@@ -98,9 +119,9 @@ class RegisterFile:
     def consecutive(self, operands: Sequence[Operand | None], dtype) -> np.ndarray | None:
         """Registers ``operands`` as one (len, lanes) view of ``dtype``, where they are
         consecutive rows of one table (a vector load's destinations, mostly); else None."""
-        if not all(type(o) is Reg and not o.negate and o.name in self.rows for o in operands):
+        if not all(type(o) is Reg and not o.negate and o.name in self.slots for o in operands):
             return None
-        rows = [self.rows[o.name] for o in operands]  # type: ignore[union-attr]
+        rows = [self.row(o.name) for o in operands]  # type: ignore[union-attr]
         table, first = rows[0]
         if any(t is not table or k != first + j for j, (t, k) in enumerate(rows)):
             return None
@@ -162,16 +183,6 @@ class RegisterFile:
             return None
         storage = self.reg(guard.name)
         return (lambda: ~storage) if guard.negate else (lambda: storage)
-
-
-def _registers(types: RegisterTypes, n: int) -> dict[str, tuple[np.ndarray, int]]:
-    """Every register of ``n`` lanes, zeroed: one allocation per storage type, a row each;
-    per name, its type's allocation and its row there."""
-    rows: dict[str, tuple[np.ndarray, int]] = {}
-    for dt, names in types:
-        table: np.ndarray = np.zeros((len(names), n), dt)
-        rows.update((name, (table, k)) for k, name in enumerate(names))
-    return rows
 
 
 @functools.lru_cache(maxsize=4096)
