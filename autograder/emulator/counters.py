@@ -180,6 +180,15 @@ def _row_wavefronts(rel: np.ndarray) -> tuple[int, int]:
     return int(np.bincount(banks, minlength=32).max()), (words.size + 31) // 32
 
 
+Lines = tuple[np.ndarray, np.ndarray]  # the distinct lines, and each instruction's place among them
+
+
+def source_lines(line_of: np.ndarray) -> Lines:
+    """The distinct lines of a kernel's instructions (``line_of``) and where each instruction's
+    line is among them: the rows of its counters, worked out once per kernel."""
+    return np.unique(line_of, return_inverse=True)
+
+
 class Tally:
     """Counters per instruction, summed to per-line and total :class:`Counters` at the end."""
 
@@ -192,18 +201,19 @@ class Tally:
     def add(self, index: int, name: str, value: int) -> None:
         self.events[index][name] += value
 
-    def counters(self, line_of: np.ndarray, flops_per_lane: np.ndarray) -> Counters:
+    def counters(self, line_of: np.ndarray, lines: Lines, flops_per_lane: np.ndarray) -> Counters:
         """Per source line (lines that counted nothing left out) and in total; ``line_of``:
-        each instruction's line, -1 for none (it counts in the total only)."""
+        each instruction's line, -1 for none (it counts in the total only); ``lines``: its
+        ``source_lines``."""
         lanes, warps = np.array(self.lanes, np.int64), np.array(self.warps, np.int64)
-        numbers, where = np.unique(line_of, return_inverse=True)
+        numbers, where = lines
         rows = {line: dict.fromkeys(COUNTER_NAMES, 0) for line in numbers.tolist()}
         for name, per_instruction in (
             ("lane_instructions", lanes),
             ("warp_instructions", warps),
             ("flops", lanes * flops_per_lane),
         ):
-            column = np.zeros(numbers.size, np.int64)
+            column: np.ndarray = np.zeros(numbers.size, np.int64)
             np.add.at(column, where, per_instruction)  # integers, summed exactly
             for line, value in zip(numbers.tolist(), column.tolist(), strict=True):
                 rows[line][name] = value

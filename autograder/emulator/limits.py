@@ -33,6 +33,7 @@ thread count is checked when the barrier is reached (``barriers.py``)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -178,9 +179,10 @@ class Function:
         maxntid = re.search(r"\.maxntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)", entry[1]) if entry else None
         return cls(registers, int(np.prod([int(n) for n in maxntid.groups()])) if maxntid else None)
 
-    @property
+    @functools.cached_property
     def register_threads(self) -> int:
-        """The most threads a block may have with this many registers a thread."""
+        """The most threads a block may have with this many registers a thread (worked out once
+        per kernel: 32 occupancy calls were a tenth of a small launch)."""
         blocks = (32 * warps for warps in range(1, SM90.threads_per_block // 32 + 1))
         fit = [n for n in blocks if occupancy(SM90, n, registers=self.registers).limits["registers"]]
         return max(fit, default=0)

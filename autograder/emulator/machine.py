@@ -77,7 +77,7 @@ from autograder.contract import (
 from autograder.emulator.access import narrow_shared_access
 from autograder.emulator.barriers import GridBarrier, barrier_id, is_arrival, uncooperative_sync
 from autograder.emulator.chunk import Chunk
-from autograder.emulator.counters import BankModel, Tally
+from autograder.emulator.counters import BankModel, Lines, Tally, source_lines
 from autograder.emulator.findings import FindingLog
 from autograder.emulator.isa import BAR, EXIT, PURE, Addr, Imm, Instr, Reg, Sym, Vec
 from autograder.emulator.limits import (
@@ -169,6 +169,7 @@ class Decoded:
     spins: list[bool]  # per instruction: the back-edge of a spin-wait (spin_waits)?
     fma_runs: list[int]  # per instruction: the independent f32 fmas from it on (ops.fma_runs)
     line_of: np.ndarray  # per instruction: its source line, -1 for none (the counters' rows)
+    lines: Lines  # the distinct lines of line_of, and where each instruction's is (source_lines)
     portable: list[bool]  # per instruction: its executor holds nothing of a launch (portable)
     # small chunks a launch left, by shape, for the next launch of that shape (Chunk.acquire)
     shells: dict = field(default_factory=dict, compare=False)
@@ -186,6 +187,7 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
     register_bytes = sum(storage_dtype(t).itemsize for t in kernel.registers.values())
     targets = [ins.target for ins in program]
     exits = {k for k, ins in enumerate(program) if kinds[k] == EXIT and ins.guard is None}
+    line_of = _frozen([-1 if ins.line is None else ins.line for ins in program])
     return Decoded(
         kernel,
         program,
@@ -203,7 +205,8 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
         [target in exits for target in targets],
         spin_waits(program),
         fma_runs(program, kernel.registers),
-        _frozen([-1 if ins.line is None else ins.line for ins in program]),
+        line_of,
+        source_lines(line_of),
         [portable(kind, ins) for kind, ins in zip(kinds, program, strict=True)],
     )
 
@@ -341,7 +344,7 @@ class Machine:
         }
 
     def counters(self):
-        return self.tally.counters(self.decoded.line_of, self.decoded.flops)
+        return self.tally.counters(self.decoded.line_of, self.decoded.lines, self.decoded.flops)
 
 
 def portable(kind: int, ins: Instr) -> bool:

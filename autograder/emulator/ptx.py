@@ -144,6 +144,10 @@ def _initializer(text: str, type_: str, elem: int, n: int) -> bytes:
     return bytes(out)
 
 
+_LOC, _FILE = re.compile(r"\.loc\s"), re.compile(r"\.file\s")
+_HEADER = re.compile(r"\.(version|target|address_size)\s")
+
+
 def _tokenize(ptx: str) -> tuple[list[tuple[str, str, Loc | None]], dict[int, str]]:
     """Statements, headers, scope braces and labels, each with the ``.loc`` in force (its
     functions named by what ``.debug_str`` holds for them)."""
@@ -157,12 +161,12 @@ def _tokenize(ptx: str) -> tuple[list[tuple[str, str, Loc | None]], dict[int, st
         s = raw.split("//", 1)[0].strip()
         if not s:
             continue
-        if re.match(r"\.loc\s", s):
+        if _LOC.match(s):
             loc = _loc(s, chains)
             continue
-        if re.match(r"\.(version|target|address_size)\s", s):
+        if _HEADER.match(s):
             continue
-        if re.match(r"\.file\s", s):
+        if _FILE.match(s):
             parts = s.split(None, 2)
             files[int(parts[1])] = parts[2].split('"')[1] if '"' in parts[2] else parts[2]
             continue
@@ -190,8 +194,10 @@ def _tokenize(ptx: str) -> tuple[list[tuple[str, str, Loc | None]], dict[int, st
             buf = ""
             s = s[end + 1 :].strip()
     names = _debug_strings(text)
-    named = [(kind, stmt, _named(loc, names)) for kind, stmt, loc in tokens]
-    return named, files
+    renamed: dict[Loc | None, Loc | None] = {}  # statements share their .loc's
+    for loc in {loc for _, _, loc in tokens}:
+        renamed[loc] = _named(loc, names)
+    return [(kind, stmt, renamed[loc]) for kind, stmt, loc in tokens], files
 
 
 def _named(loc: Loc | None, names: dict[str, str]) -> Loc | None:
@@ -276,10 +282,11 @@ def _params(text: str) -> list[Param]:
 
 
 def _fill_body(kernel: Kernel, tokens, main_file: int) -> None:
-    line, calls = None, ()
+    line, calls, last = None, (), None
     for kind, text, loc in tokens:
-        if _line(loc, main_file):
-            line, calls = _line(loc, main_file), _calls(loc, main_file)
+        if loc is not last and (here := _line(loc, main_file)):  # statements share their .loc's
+            line, calls = here, _calls(loc, main_file)
+        last = loc
         if kind == "label":
             kernel.labels[text] = len(kernel.body)
         elif kind == "stmt":

@@ -312,18 +312,35 @@ class SharedShadow:
 
     def sync_warps(self, warp_keys: np.ndarray) -> None:
         """``__syncwarp``: accesses by these warps (block slot * 1024 + warp) race no more."""
-        slot = np.arange(self.state.size) // self.words_per_block
-        mine = (self.state >= 0) & np.isin(slot * 1024 + self.state // 32, warp_keys)
-        self.state[mine] = CLEAN
+        wpb = self.words_per_block
+        slot = np.arange(self.state.size) // wpb
+        synced = _warp_table(warp_keys, self.state.size // wpb if wpb else 0)
+        self.state[synced[_warp_place(slot, self.state)]] = CLEAN
         kept = []
         for rows, threads, per, pc, ordered, strong in self.log:  # a lane's words lie in one block
-            keep = ~np.isin(rows * per // self.words_per_block * 1024 + threads // 32, warp_keys)
+            keep = ~synced[_warp_place(rows * per // wpb, threads)]
             ordered = None if ordered is None else ordered[keep]
             kept.append((rows[keep], threads[keep], per, pc, ordered, strong))
         self.log = kept
         for by in (self.reader, self.atomic):
             if by is not None:
-                by[(by >= 0) & np.isin(slot * 1024 + by // 32, warp_keys)] = NOBODY
+                by[synced[_warp_place(slot, by)]] = NOBODY
+
+
+def _warp_table(warp_keys: np.ndarray, slots: int) -> np.ndarray:
+    """A bool per warp of the chunk's ``slots`` blocks (at ``slot * 32 + warp``): is it one of
+    ``warp_keys`` (``slot * 1024 + warp``)? Looked up where ``np.isin`` was 30% of a
+    tensor-core kernel's launch; its last place, never set, is no thread's (``_warp_place``)."""
+    slots = max(slots, int(warp_keys.max()) // 1024 + 1 if warp_keys.size else 0)
+    table: np.ndarray = np.zeros(slots * 32 + 1, bool)
+    table[warp_keys // 1024 * 32 + warp_keys % 1024] = True
+    return table
+
+
+def _warp_place(slot: np.ndarray, threads: np.ndarray) -> np.ndarray:
+    """Each access's warp in ``_warp_table``, from its block slot and thread; the table's last
+    place where ``threads`` is no thread (NEVER, CLEAN, NOBODY, MANY)."""
+    return np.where(threads >= 0, slot * 32 + threads // 32, -1)
 
 
 def _record(by: np.ndarray, rows: np.ndarray, threads: np.ndarray, per: int) -> None:
