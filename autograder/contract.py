@@ -189,8 +189,8 @@ class TimingRequest:
     atol: float
     tolerance_factor: float = 2.0
     min_repeats: int = 30
-    max_repeats: int = 2000
-    target_spread: float = 0.003  # relative standard error of each median that ends the repeats
+    max_repeats: int = 3000
+    target_spread: float = 0.0008  # relative standard error of the ratio that ends the repeats
     budget_s: float = 20.0
     flush_bytes: int = 256 << 20  # an L2 flush before every launch: over four times the H200's L2
 

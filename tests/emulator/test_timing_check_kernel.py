@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from autograder.backends.emulator import EmulatorBackend
-from autograder.backends.gpu_timing import _compare_program
+from autograder.backends.gpu_timing import FLUSH_PROGRAM, _compare_program
 from autograder.contract import Buffer, Launch, Scalar
 
 
@@ -37,3 +37,20 @@ def test_float_outputs_within_the_tolerance_nan_and_infinities():
 def test_integer_outputs_compare_exactly(dtype):
     want = np.array([1_000_000, 7, 9], dtype)
     assert mismatches(np.array([1_000_001, 7, 9], dtype), want, 0.0, 0.0) == 1
+
+
+def test_the_l2_flush_reads_every_byte_of_its_buffer_and_writes_nothing():
+    """The flush before each timed launch (``gpu_timing.FLUSH_PROGRAM``) must leave the L2 full
+    of clean lines: every 16-byte word of the buffer loaded once, no store, the sink untouched."""
+    words = 4096
+    flush = np.full(16 * words, 1, np.uint8)
+    args = (
+        Buffer("flush", flush),
+        Scalar("n", words, "uint64"),
+        Buffer("sink", np.zeros(1, np.uint32), is_output=True),
+    )
+    launch = Launch(FLUSH_PROGRAM, (4, 1, 1), (256, 1, 1), args)
+    result = EmulatorBackend().launch(launch)
+    assert not result.findings and result.outputs["sink"][0] == 0
+    totals = result.counters.totals
+    assert totals["global_load_bytes"] == flush.nbytes and totals["global_store_bytes"] == 0

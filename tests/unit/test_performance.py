@@ -240,12 +240,21 @@ def test_median_spread_shrinks_with_repeats_and_ignores_outliers():
     assert gpu_timing.median_spread([1.0]) == math.inf
 
 
-def test_settled_needs_both_repeats_and_a_small_spread():
+def test_settled_needs_both_repeats_and_a_small_spread_of_the_ratio():
     steady = [1.0, 1.001, 0.999] * 20
-    assert gpu_timing.settled(steady, target=0.003, min_repeats=30)
-    assert not gpu_timing.settled(steady[:9], target=0.003, min_repeats=30)
+    assert gpu_timing.settled(steady, steady, target=0.003, min_repeats=30)
+    assert not gpu_timing.settled(steady[:9], steady, target=0.003, min_repeats=30)
     noisy = list(np.random.default_rng(2).uniform(0.5, 1.5, 60))
-    assert not gpu_timing.settled(noisy, target=0.003, min_repeats=30)
+    assert not gpu_timing.settled(steady, noisy, target=0.003, min_repeats=30)
+
+
+def test_the_ratio_is_settled_only_when_both_medians_errors_together_are_small():
+    rng = np.random.default_rng(3)
+    launches = list(1.0 + 0.02 * rng.standard_normal(1000))  # each median known to about 0.08 %
+    each = gpu_timing.median_spread(launches)
+    target = 1.2 * each  # each median alone is within it; their ratio, sqrt(2) times each, is not
+    assert each < target and not gpu_timing.settled(launches, launches[::-1], target, min_repeats=30)
+    assert gpu_timing.settled(launches, launches[::-1], 1.5 * each, min_repeats=30)
 
 
 # --- the timing protocol (backends/gpu_timing.py) on a fake CUDA driver -------------------
@@ -324,8 +333,15 @@ class _FakeBackend:
     def function(self, program, shared_bytes=0):
         if program.filename == "count_mismatches.cu":
             return self._compare
+        if program == gpu_timing.FLUSH_PROGRAM:
+            return self._flush
         kernel = self.kernels[program.source]
         return lambda *args, **launch: kernel(self.driver, *args)
+
+    def _flush(self, flush, words, sink, **launch):
+        """The L2 flush reads: the flush buffer keeps the bytes it was filled with."""
+        self.flushes = getattr(self, "flushes", 0) + 1
+        assert (self.driver.view(flush, np.uint8, 16 * int(words)) == 1).all()
 
     def _compare(self, got, want, n, atol, rtol, bad, **launch):
         g, w = (self.driver.view(p, np.float32, int(n)).astype(np.float64) for p in (got, want))
@@ -380,8 +396,10 @@ def _request(student_source, n=1000, sets=3):
 
 def test_timing_protocol_interleaves_and_measures_a_slower_kernel():
     kernels = {"reference": _vector_add, "slow": lambda cuda, *args: _vector_add(cuda, *args, extra=3)}
-    timing = gpu_timing.time_case(_FakeBackend(kernels), _request("slow"))
+    backend = _FakeBackend(kernels)
+    timing = gpu_timing.time_case(backend, _request("slow"))
     assert timing.wrong is None
+    assert backend.flushes == 2 * (timing.repeats + timing.input_sets)  # before every launch, warm-up's too
     assert timing.reference_ms == 2.0 and timing.student_ms == 4.0 and timing.ratio == 2.0
     assert timing.repeats >= 12 and timing.repeats % 3 == 0 and timing.input_sets == 3
     assert timing.device == "Fake GPU" and timing.floor_ms is None

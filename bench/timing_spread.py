@@ -1,0 +1,177 @@
+"""How far a performance ratio moves between gradings, before and after issue 27 (H200 only).
+
+Each timed case of the course's short-kernel assignments is timed reference against reference
+(the self-ratio, which should be 1), ``--sessions`` times, each a fresh timing session as a
+grading makes (interleaved launches, rotating input sets, L2 flush, warm-up round), under two
+protocols: ``before`` (the L2 flushed by a memset; repeats until each median alone is known
+to 0.3 %) and ``after`` (``gpu_timing._Session`` as grading runs it now: the L2 flushed by a
+read; repeats until the ratio is known to 0.08 %). From the very same launches it computes
+two estimators of the ratio:
+
+- ``medians``: the student's median over the reference's (what grading reports);
+- ``paired``: the median of the per-pair ratios, each student launch over the reference launch
+  that ran next to it on the same input set, so that a change between rounds cancels in each
+  pair (shown for comparison).
+
+Prints, per case and protocol: the kernel's time, the launches, the GPU seconds of a session,
+the spread of the self-ratios across sessions ((max - min) / median: the figure issue 27 holds
+to 0.2 %), each session's self-ratios and SM clock. The JSON (``--out``) adds each session's
+10th, 50th and 90th percentile of single launches. Results: ``bench/results/timing-spread.md``.
+
+    python3 bench/timing_spread.py [--assignments transpose,reduction] [--sessions 5] [--out F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from autograder.backends.gpu import GpuBackend  # noqa: E402
+from autograder.backends.gpu_timing import WHO, _Session, clocks, median_spread  # noqa: E402
+from autograder.course.cases import timing_requests  # noqa: E402
+from autograder.course.spec import load_specs  # noqa: E402
+
+DEFAULT = ("vector_add", "transpose", "reduction", "window_sum")
+
+
+class Before(_Session):
+    """The protocol until 2026-12-03: the L2 flushed by a memset (which leaves it full of dirty
+    lines for the timed kernel to write back), repeats ended when each median alone was known
+    to 0.3 % (``request.target_spread`` 0.003, at most 2000 launches)."""
+
+    def _flush(self, slot: int) -> None:
+        self.cuda.memset_d32_async(self.flush, slot, self.request.flush_bytes // 4, self.stream)
+
+    def _done(self, samples: dict[str, list[float]], started: float) -> bool:
+        r = self.request
+        if len(samples["student"]) >= r.max_repeats or time.monotonic() - started > r.budget_s:
+            return True
+        return all(
+            len(samples[who]) >= r.min_repeats and median_spread(samples[who]) < r.target_spread
+            for who in WHO
+        )
+
+
+PROTOCOLS = {"before": Before, "after": _Session}
+
+
+def session_samples(
+    backend: GpuBackend, request, protocol: type[_Session]
+) -> tuple[dict[str, list[float]], float]:
+    """One timing session's timed launches, by kernel, in launch order, and its seconds."""
+    backend.check_usable()
+    started = time.monotonic()
+    with backend.active():
+        session = protocol(backend, request)
+        try:
+            samples, wrong = session.measure()
+        finally:
+            session.free()
+    if wrong:
+        raise RuntimeError(wrong)
+    return samples, time.monotonic() - started
+
+
+def estimators(samples: dict[str, list[float]]) -> dict[str, float]:
+    student, reference = (np.asarray(samples[w]) for w in ("student", "reference"))
+    return {
+        "medians": float(np.median(student) / np.median(reference)),
+        "paired": float(np.median(student / reference)),
+    }
+
+
+def spread(values: list[float]) -> float:
+    return float((max(values) - min(values)) / np.median(values)) if values else float("nan")
+
+
+def case_rows(backend: GpuBackend, name: str, spec, sessions: int) -> list[dict]:
+    source = (ROOT / "reference" / f"{name}.cu").read_text()
+    sources = dict.fromkeys(("student", "reference"), source)
+    rows = []
+    for request in timing_requests(spec, sources, "perf", secret=2027, time_limit_s=60):
+        rules = {
+            "before": (dataclasses.replace(request, target_spread=0.003, max_repeats=2000), Before),
+            "after": (request, _Session),
+        }
+        for rule, (asked, protocol) in rules.items():
+            runs = []
+            for _ in range(sessions):
+                seen = clocks(backend)
+                samples, seconds = session_samples(backend, asked, protocol)
+                all_launches = np.asarray(samples["student"] + samples["reference"])
+                runs.append(
+                    {
+                        **estimators(samples),
+                        "repeats": len(samples["student"]),
+                        "seconds": seconds,
+                        "ms": float(np.median(all_launches)),
+                        "p10_p50_p90": [float(x) for x in np.percentile(all_launches, [10, 50, 90])],
+                        "sm_mhz": seen.get("sm_mhz"),
+                        "power_w": seen.get("power_w"),
+                    }
+                )
+            row = {"assignment": name, "case": dict(request.case), "rule": rule, "runs": runs}
+            for estimator in ("medians", "paired"):
+                row[f"{estimator}_spread"] = spread([r[estimator] for r in runs])
+            rows.append(row)
+            print(_line(row), flush=True)
+    return rows
+
+
+def _line(row: dict) -> str:
+    runs = row["runs"]
+    case = ",".join(f"{k}={v}" for k, v in row["case"].items())
+    return (
+        f"| {row['assignment']} | {case} | {row['rule']} | {np.median([r['ms'] for r in runs]):.4f} | "
+        f"{min(r['repeats'] for r in runs)}-{max(r['repeats'] for r in runs)} | "
+        f"{np.median([r['seconds'] for r in runs]):.2f} | "
+        f"{100 * row['medians_spread']:.3f} | {100 * row['paired_spread']:.3f} | "
+        f"{_values(runs, 'medians')} | {_values(runs, 'paired')} | "
+        f"{' '.join(str(r['sm_mhz']) for r in runs)} |"
+    )
+
+
+def _values(runs: list[dict], estimator: str) -> str:
+    return " ".join(f"{r[estimator]:.4f}" for r in runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--assignments", default=",".join(DEFAULT))
+    parser.add_argument("--sessions", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None, help="JSON of every session")
+    args = parser.parse_args()
+    specs = load_specs(ROOT)
+    backend = GpuBackend()
+    started = time.monotonic()
+    print(f"{backend.device_name}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
+    print(
+        "| assignment | case | protocol | kernel ms | launches each | session s | spread medians % "
+        "| spread paired % | self-ratios (medians) | self-ratios (paired) | SM MHz |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    try:
+        for name in args.assignments.split(","):
+            rows += case_rows(backend, name, specs[name], args.sessions)
+    finally:
+        backend.close()
+    print(f"{time.monotonic() - started:.0f} s")
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
