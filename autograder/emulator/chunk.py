@@ -49,7 +49,8 @@ class Chunk(Lanes):
         super().__init__(n_blocks, machine.block)  # type: ignore[arg-type]
         decoded = machine.decoded
         self.registers = RegisterFile(decoded.registers, self.n)
-        self.plan = Plan(self, self.registers, decoded.program, decoded.kinds, decoded.fma_runs)
+        shared = decoded.shared if self.n * decoded.register_bytes <= SHELL_BYTES else None
+        self.plan = Plan(self, self.registers, decoded.program, decoded.kinds, decoded.fma_runs, shared)
         self.bind(machine, first)
 
     def bind(self, machine: Machine, first: int) -> None:
@@ -64,6 +65,8 @@ class Chunk(Lanes):
         self._launch_constants: dict[tuple, Value] = {}  # special registers, symbols
         self.steps = 0  # the scheduler's steps so far, as the last SIDE instruction saw them
         self.clock_start: np.ndarray | None = None  # per lane, for the clocks (special.py)
+        if self.plan.shared:  # the kernel's shared executors read this chunk's registers
+            self.plan.shared.views.bind(self)
 
     @classmethod
     def acquire(cls, machine: Machine, first: int, n_blocks: int) -> Chunk:
@@ -94,6 +97,8 @@ class Chunk(Lanes):
                 shells.pop(next(iter(shells)))
             shells[_shape(m, self.n_blocks)] = self
             return
+        if self.plan.shared:  # nothing of this chunk held once it is dropped
+            self.plan.shared.views.unbind()
         self.plan.drop()
         self.registers.clear()
         del self.local, self.shared

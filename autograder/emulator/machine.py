@@ -100,6 +100,7 @@ from autograder.emulator.program import decode_ptx
 from autograder.emulator.ptx import Kernel
 from autograder.emulator.registers import RegisterLayout, register_types, storage_dtype
 from autograder.emulator.scheduler import Scheduler
+from autograder.emulator.shared import Shared
 from autograder.emulator.special import LaunchRegisters, reserved_shared
 from autograder.errors import AutograderError
 
@@ -171,6 +172,7 @@ class Decoded:
     line_of: np.ndarray  # per instruction: its source line, -1 for none (the counters' rows)
     lines: Lines  # the distinct lines of line_of, and where each instruction's is (source_lines)
     portable: list[bool]  # per instruction: its executor holds nothing of a launch (portable)
+    shared: Shared = field(compare=False)  # the executors its small chunks share (shared.py)
     # small chunks a launch left, by shape, for the next launch of that shape (Chunk.acquire)
     shells: dict = field(default_factory=dict, compare=False)
 
@@ -188,6 +190,8 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
     targets = [ins.target for ins in program]
     exits = {k for k, ins in enumerate(program) if kinds[k] == EXIT and ins.guard is None}
     line_of = _frozen([-1 if ins.line is None else ins.line for ins in program])
+    movable = [portable(kind, ins) for kind, ins in zip(kinds, program, strict=True)]
+    layout = register_types(kernel)
     return Decoded(
         kernel,
         program,
@@ -199,7 +203,7 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
         counted,
         tuple(ins for ins in program if is_block_barrier(ins)),
         tuple(shared),
-        register_types(kernel),
+        layout,
         register_bytes + 8 * len(kernel.call_params),
         targets,
         [target in exits for target in targets],
@@ -207,7 +211,8 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
         fma_runs(program, kernel.registers),
         line_of,
         source_lines(line_of),
-        [portable(kind, ins) for kind, ins in zip(kinds, program, strict=True)],
+        movable,
+        Shared(program, kinds, movable, layout),
     )
 
 

@@ -18,6 +18,7 @@ from autograder.emulator.isa import SIDE, Executor, Instr
 from autograder.emulator.lanes import Lanes
 from autograder.emulator.ops import FUSED_LANES, build_executor, build_fma_run
 from autograder.emulator.registers import RegisterFile
+from autograder.emulator.shared import Shared
 
 Entry = tuple  # (executor or None, kind, guard or None)
 
@@ -25,7 +26,8 @@ Entry = tuple  # (executor or None, kind, guard or None)
 class Plan:
     """The entries of ``program`` (its instructions' ``kinds``) for ``chunk`` (a ``chunk.Chunk``,
     which holds this plan: what its executors are built against) and its ``registers``: ``entries[k]``,
-    None until ``entry(k)``; ``runs[k]``: the fmas of the run that starts at ``k`` (0: none);
+    None until ``entry(k)``, whose executor is the kernel's where ``shared`` (a small chunk's) has
+    one (``shared.Shared``); ``runs[k]``: the fmas of the run that starts at ``k`` (0: none);
     ``fused``: the runs' executors by their first instruction; ``ran``: per run run, its lanes
     and warps so far; ``memo_bytes``: what the entries' executors remember of their requests
     (``access.MEMO_BYTES``)."""
@@ -37,8 +39,10 @@ class Plan:
         program: list[Instr],
         kinds: list[int],
         fma_runs: list[int],
+        shared: Shared | None,
     ):
         self.ch = chunk
+        self.shared = shared
         self.registers = registers
         self.program, self.kinds = program, kinds
         self.entries: list[Entry | None] = [None] * len(program)
@@ -51,7 +55,10 @@ class Plan:
         """Instruction ``k``'s entry, its executor built when it first runs."""
         kind = self.kinds[k]
         guard = self.registers.guard(self.program[k].guard)
-        entry = self.entries[k] = (self._deferred(k) if kind <= SIDE else None, kind, guard)
+        run = None
+        if kind <= SIDE:
+            run = (self.shared and self.shared.executor(k)) or self._deferred(k)
+        entry = self.entries[k] = (run, kind, guard)
         return entry
 
     def fused_run(self, k: int, span: int) -> Callable[[], None]:

@@ -74,6 +74,7 @@ class RegisterFile:
         self.tables = [np.zeros((len(names), n), dt) for dt, names in layout.types]  # one a type
         self.regs: dict[str, np.ndarray] = {}
         self._views: dict[tuple, np.ndarray] = {}
+        self._typed: dict[tuple, np.ndarray] = {}
         self._immediates: dict[tuple, np.generic] = {}  # by (operand, dtype)
         self._scratch: dict[tuple, np.ndarray] = {}
 
@@ -84,7 +85,7 @@ class RegisterFile:
 
     def clear(self) -> None:
         """Drop every array (the executors' closures may outlive the chunk)."""
-        for held in (self.regs, self._views, self._immediates, self._scratch):
+        for held in (self.regs, self._views, self._typed, self._immediates, self._scratch):
             held.clear()
         self.tables.clear()
 
@@ -110,10 +111,16 @@ class RegisterFile:
         key = (operand.name, dtype)
         view = self._views.get(key)
         if view is None:
-            storage = self.reg(operand.name)
-            if storage.dtype.itemsize != np.dtype(dtype).itemsize:
+            place = self.slots.get(operand.name)
+            if place is None:
+                raise Unsupported(f"register {operand.name} is not declared")
+            t, k = place
+            if self.tables[t].dtype.itemsize != np.dtype(dtype).itemsize:
                 return None
-            view = self._views[key] = storage.view(dtype)
+            typed = self._typed.get((t, dtype))  # a table seen as dtype: a view of its rows each
+            if typed is None:
+                typed = self._typed[(t, dtype)] = self.tables[t].view(dtype)
+            view = self._views[key] = typed[k]
         return view
 
     def consecutive(self, operands: Sequence[Operand | None], dtype) -> np.ndarray | None:

@@ -1,0 +1,280 @@
+"""Executors a kernel's small chunks share: built once per kernel, not per chunk shape.
+
+Most of a grading's launches are the first of their kernel at their shape, and building
+executors against the chunk's registers was half of what such a launch did beyond a repeat's
+work. The every-lane path of a register-only instruction (``ops.every_lane``: adds, setps,
+fmas, ...) needs the chunk's registers only when it runs, so it is built here once per kernel
+and reads them through the kernel's ``Views`` when it runs: the views of the chunk ``Views`` is
+bound to (``Chunk.bind``; a chunk released and not kept for the next launch of its shape
+is unbound, ``Views.unbind``). Its path for some lanes alone
+(``ops.lanewise`` and the like) holds the chunk's arrays, so it is built for the chunk bound,
+the first time some lanes run alone, and dropped when the chunk is released.
+
+Each shared path here is the one ``ops.build_executor`` would build for the instruction (the
+same conditions, the same numpy calls on the same registers), so what a launch computes and
+reports is unchanged (``bench/emulator_digest.py``); an instruction without one is built per
+chunk as before (``plan.Plan``). Only small chunks share (``chunk.SHELL_BYTES``): a large
+chunk's time is numpy's, not building executors, and a bound chunk's registers stay alive."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from operator import itemgetter
+
+import numpy as np
+
+from autograder.contract import Unsupported
+from autograder.emulator import ops, rounding
+from autograder.emulator.isa import PURE, Executor, Imm, Instr, Reg, Vec, dtype_of
+from autograder.emulator.registers import RegisterLayout
+
+Key = tuple  # ("view", name, dtype), ("imm", operand, dtype) or ("scratch", dtype, rows, slot)
+SlowBuilder = Callable[[object], Executor]  # chunk -> the executor of some lanes alone
+ERRORS = (Unsupported, KeyError, IndexError, ValueError, TypeError, AttributeError)  # build_executor's
+
+
+class Views:
+    """The register views shared executors read (``arrays[slot(key)]``), of the chunk bound
+    (``bind``), and their paths for some lanes built for it (``slow``)."""
+
+    def __init__(self, layout: RegisterLayout):
+        self.layout = layout
+        self.keys: list[Key] = []
+        self.slots: dict[Key, int] = {}
+        self.arrays: list = []
+        self.slow: dict[Executor, Executor] = {}
+        self.chunk = None
+
+    def bind(self, chunk) -> None:
+        """Shared executors read ``chunk``'s registers from now on (still bound to it: a chunk
+        kept for the next launch of its shape, ``chunk.Chunk.release``)."""
+        if chunk is self.chunk:
+            return
+        self.chunk = chunk
+        self.slow.clear()
+        self.arrays[:] = [_resolve(key, chunk.registers) for key in self.keys]
+
+    def unbind(self) -> None:
+        """Hold nothing of the chunk (its arrays, the paths built for it)."""
+        self.chunk = None
+        self.slow.clear()
+        self.arrays[:] = []
+
+    def slot(self, key: Key) -> int:
+        found = self.slots.get(key)
+        if found is None:
+            self.arrays.append(_resolve(key, self.chunk.registers))  # type: ignore[attr-defined]
+            found = self.slots[key] = len(self.keys)
+            self.keys.append(key)
+        return found
+
+    def view(self, operand, dtype) -> Key | None:
+        """The key of ``registers.RegisterFile.view(operand, dtype)``: None where it is None."""
+        if type(operand) is not Reg or operand.negate:
+            return None
+        place = self.layout.slots.get(operand.name)
+        if place is None:
+            raise Unsupported(f"register {operand.name} is not declared")
+        storage = self.layout.types[place[0]][0]
+        if storage.itemsize != np.dtype(dtype).itemsize:
+            return None
+        return ("view", operand.name, np.dtype(dtype))
+
+    def full(self, operand, dtype) -> Key | None:
+        """The key of ``chunk.Chunk.full(operand, dtype)`` for a register or an immediate; None
+        for any other operand (a launch's value: built per chunk)."""
+        if type(operand) is Imm:
+            return ("imm", operand, np.dtype(dtype))
+        return self.view(operand, dtype)
+
+
+def _resolve(key: Key, registers):
+    if key[0] == "view":
+        return registers.view(Reg(key[1]), key[2])
+    if key[0] == "imm":
+        return registers.immediate(key[1], key[2])
+    return registers.scratch(*key[1:])
+
+
+class Shared:
+    """A kernel's shared executors (``executor(k)``, None where instruction ``k`` has none),
+    built the first time a small chunk reaches them, and the ``views`` they read."""
+
+    def __init__(self, program: list[Instr], kinds: list[int], portable: list[bool], layout: RegisterLayout):
+        self.program, self.kinds, self.portable = program, kinds, portable
+        self.views = Views(layout)
+        self.executors: dict[int, Executor | None] = {}
+
+    def executor(self, k: int) -> Executor | None:
+        if k in self.executors:
+            return self.executors[k]
+        ins = self.program[k]
+        made = _build(ins, self.views) if self.kinds[k] == PURE and self.portable[k] else None
+        self.executors[k] = made
+        return made
+
+
+def _build(ins: Instr, views: Views) -> Executor | None:
+    """The shared executor of ``ins``, where ``ops.build_executor`` builds an every-lane path
+    for it; else None."""
+    builder = ops.OPS.get(ins.op)
+    recipe = RECIPES.get(ins.op)
+    if builder is None or recipe is None:
+        return None
+    try:
+        if ops._packed_types(ins, builder) is not builder:  # f16x2, bf16: their own builders
+            return None
+        return recipe(ins, views)
+    except ERRORS:  # ops.build_executor's unsupported executor, built per chunk
+        return None
+
+
+def _every_lane(views: Views, keys: list[Key | None], fast: Callable, build_slow: SlowBuilder):
+    """``ops.every_lane`` over ``views``: ``fast(*arrays of keys)`` when every lane runs, else
+    ``build_slow(chunk)``'s executor, built for the chunk bound the first time some lanes run
+    alone. None where a key is (``ops.build_executor`` builds no every-lane path then)."""
+    if any(key is None for key in keys):
+        return None
+    get = itemgetter(*[views.slot(key) for key in keys])  # type: ignore[arg-type]
+    arrays, slows = views.arrays, views.slow
+
+    def run(idx) -> None:
+        if idx is None:
+            fast(*get(arrays))
+            return
+        slow = slows.get(run)
+        if slow is None:
+            slow = slows[run] = build_slow(views.chunk)
+        slow(idx)
+
+    return run
+
+
+# ----- the every-lane paths of ops.py, each under the conditions its builder takes it ---------
+def _ufunc(ufunc) -> Callable[[Instr, Views], Executor | None]:
+    """``ops.ufunc_op``."""
+
+    def build(ins: Instr, views: Views):
+        dt = dtype_of(ins.type)
+        d = views.view(ins.operands[0], dt)
+        a, b = (views.full(o, dt) for o in ins.operands[1:3])
+        fast = partial(ops._in_place_f32, ufunc) if dt == np.float32 else _out(ufunc)
+        return _every_lane(views, [a, b, d], fast, lambda ch: ops.lanewise(ins, ch, ufunc))
+
+    return build
+
+
+def _out(ufunc):
+    return lambda a, b, d: ufunc(a, b, out=d)
+
+
+def _add(ufunc):
+    """``ops.build_add``, ``ops.build_sub``."""
+    plain = _ufunc(ufunc)
+    return lambda ins, views: None if ops.modified_float(ins) or "sat" in ins.mods else plain(ins, views)
+
+
+def _logic(int_fn, bool_fn):
+    """``ops._logic``."""
+    return lambda ins, views: _ufunc(bool_fn if ins.type == "pred" else int_fn)(ins, views)
+
+
+def _mul(ins: Instr, views: Views):
+    """``ops.build_mul``."""
+    dt = dtype_of(ins.type)
+    if dt.kind == "f":
+        return None if ops.modified_float(ins) else _ufunc(np.multiply)(ins, views)
+    if "wide" in ins.mods:
+        wide = dtype_of(ops.WIDE[ins.type])
+        d = views.view(ins.operands[0], wide)
+        a, b = (views.full(o, dt) for o in ins.operands[1:3])
+
+        def slow(ch):
+            return ops.lanewise(
+                ins, ch, lambda a, b: a.astype(wide) * b.astype(wide), ins.type, ops.WIDE[ins.type]
+            )
+
+        return _every_lane(views, [a, b, d], lambda a, b, d: np.multiply(a, b, out=d, dtype=wide), slow)
+    if "hi" in ins.mods:
+        return None
+    return _ufunc(np.multiply)(ins, views)
+
+
+def _mad(ins: Instr, views: Views):
+    """``ops.build_mad``."""
+    dt = dtype_of(ins.type)
+    if dt.kind == "f":
+        return _fma(ins, views)
+    if "wide" in ins.mods or "hi" in ins.mods:
+        return None
+    d = views.view(ins.operands[0], dt)
+    a, b, c = (views.full(o, dt) for o in ins.operands[1:4])
+
+    def fast(a, b, c, d, product):
+        np.multiply(a, b, out=product)
+        np.add(product, c, out=d)
+
+    product = ("scratch", np.dtype(dt), 0, 0)
+    return _every_lane(views, [a, b, c, d, product], fast, lambda ch: ops.lanewise(ins, ch, ops._mad))
+
+
+def _fma(ins: Instr, views: Views):
+    """``ops.build_fma``'s f32 path."""
+    dt = dtype_of(ins.type)
+    if dt != np.float32 or ops.modified_float(ins):
+        return None
+    d = views.view(ins.operands[0], dt)
+    a, b, c = (views.full(o, dt) for o in ins.operands[1:4])
+
+    def fast(a, b, c, d, product, total):
+        np.multiply(a, b, out=product, dtype=np.float64)
+        np.add(product, c, out=total)
+        rounding.settle(d, total, product, c)  # rounded once from the exact sum
+
+    f64 = np.dtype(np.float64)
+    scratch = [("scratch", f64, 0, 0), ("scratch", f64, 0, 1)]
+    return _every_lane(views, [a, b, c, d, *scratch], fast, lambda ch: ops.lanewise(ins, ch, ops._fma_f32))
+
+
+def _setp(ins: Instr, views: Views):
+    """``ops.build_setp``'s every-lane path: one destination, no predicate combined."""
+    fn = ops.compare_fn(ins)
+    dt = dtype_of(ins.type)
+    dsts = ins.operands[0].items if isinstance(ins.operands[0], Vec) else (ins.operands[0],)
+    combine = next((ops.BOOL_OPS[m] for m in ins.mods if m in ops.BOOL_OPS), None)
+    if len(dsts) != 1 or combine is not None or not isinstance(fn, np.ufunc) or ins.type == "bf16":
+        return None
+    d = views.view(dsts[0], np.bool_)
+    a, b = (views.full(o, dt) for o in ins.operands[1:3])
+    return _every_lane(views, [a, b, d], _out(fn), lambda ch: ops._setp(ins, ch, fn, dt, dsts, combine))
+
+
+def _mov(ins: Instr, views: Views):
+    """``ops.build_mov`` of a register or an immediate into a register of its width: its
+    ``put(None, get(None))`` is this copy."""
+    dt = dtype_of(ins.type)
+    dst, src = ins.operands[0], ins.operands[1]
+    if isinstance(dst, Vec) or isinstance(src, Vec):
+        return None
+    d = views.view(dst, dt)
+    a = views.full(src, dt)
+    return _every_lane(views, [a, d], _copy, lambda ch: ops.build_mov(ins, ch))
+
+
+def _copy(a, d) -> None:
+    np.copyto(d, a, casting="unsafe")
+
+
+RECIPES: dict[str, Callable[[Instr, Views], Executor | None]] = {
+    "mov": _mov,
+    "add": _add(np.add),
+    "sub": _add(np.subtract),
+    "and": _logic(np.bitwise_and, np.logical_and),
+    "or": _logic(np.bitwise_or, np.logical_or),
+    "xor": _logic(np.bitwise_xor, np.logical_xor),
+    "mul": _mul,
+    "mad": _mad,
+    "fma": _fma,
+    "setp": _setp,
+}
