@@ -408,7 +408,7 @@ def test_timing_protocol_interleaves_and_measures_a_slower_kernel():
 def test_timing_protocol_fails_a_kernel_that_replays_its_first_answer():
     kernels = {"reference": _vector_add, "remembering": _remembering()}
     timing = gpu_timing.time_case(_FakeBackend(kernels), _request("remembering"))
-    assert timing.wrong.startswith("launch 3 of your kernel (input set 1) gave 1000 outputs that differ")
+    assert timing.wrong.startswith("launch 2 of your kernel (input set 1) gave 1000 outputs that differ")
     evidence = perf.score_timings([timing], full_at=1.2, zero_at=4.0)
     assert evidence.fraction == 0.0
 
@@ -531,3 +531,21 @@ def test_a_timing_the_backend_cannot_run_is_the_graders_fault_and_flagged_for_a_
     runs = _Runs("gpu", Unsupported("the backend cannot run this launch"))
     result = checks.performance_check(PERF_ITEM, runs)
     assert result.score == 0.0 and result.regrade and "cannot run this launch" in result.output
+
+
+def test_each_kernel_runs_first_on_every_other_input_set():
+    order = []
+
+    def recorded(name, kernel):
+        def run(cuda, *args):
+            order.append(name)
+            kernel(cuda, *args)
+
+        return run
+
+    kernels = {"reference": recorded("reference", _vector_add), "student": recorded("student", _vector_add)}
+    timing = gpu_timing.time_case(_FakeBackend(kernels), _request("student"))
+    pairs = [tuple(order[k : k + 2]) for k in range(3, len(order), 2)]  # after the 3 expected outputs
+    assert len(pairs) == timing.repeats + timing.input_sets and set(map(len, map(set, pairs))) == {2}
+    firsts = [first for first, _second in pairs]
+    assert firsts[::2] == ["student"] * len(firsts[::2]) and firsts[1::2] == ["reference"] * len(firsts[1::2])
