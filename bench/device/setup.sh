@@ -14,6 +14,8 @@
 # may carry (64 MiB), so they travel over two calls of one warm machine: the first carries
 # `.whl-nvrtc` and copies it out of the tree (`cp -r .whl-nvrtc /tmp/wheels-nvrtc`: a carried
 # folder is gone from the tree at the next call); the next carries `.whl` and runs the script.
+# `.whl` is kept in /tmp/wheels (WHEELS) for the later calls of the same warm machine, which
+# need not carry it again (ray_setup.sh's, whose Ray wheel leaves no room for it).
 BASE=/opt/torch/.venv/bin/python3
 VENV=/tmp/venv
 PY=$VENV/bin/python3
@@ -23,20 +25,23 @@ section() { printf '\n=== %s (%s) ===\n' "$1" "$(date -u +%T)"; }
 
 section install
 [ -d /tmp/wheels-nvrtc ] || { echo "no /tmp/wheels-nvrtc: carry .whl-nvrtc and copy it there first"; exit 1; }
+WHEELS=/tmp/wheels
+if [ -d .whl ]; then mkdir -p "$WHEELS" && cp -r .whl/. "$WHEELS/"; fi
+[ -d "$WHEELS" ] || { echo "no wheels: carry .whl"; exit 1; }
 if [ ! -x "$PY" ]; then
     "$BASE" -m venv "$VENV" || exit 1
     "$BASE" -c 'import site; print(site.getsitepackages()[0])' \
         >"$("$PY" -c 'import site; print(site.getsitepackages()[0])')/image-packages.pth"
 fi
-if ! ls .whl/pycuda-*.whl >/dev/null 2>&1 && ! "$PY" -c "import pycuda" 2>/dev/null; then
+if ! ls "$WHEELS"/pycuda-*.whl >/dev/null 2>&1 && ! "$PY" -c "import pycuda" 2>/dev/null; then
     section "build PyCUDA"
     rm -rf /tmp/pycuda-build && mkdir -p /tmp/pycuda-build
-    tar xzf .whl/pycuda-*.tar.gz -C /tmp/pycuda-build
+    tar xzf "$WHEELS"/pycuda-*.tar.gz -C /tmp/pycuda-build
     (cd /tmp/pycuda-build/pycuda-* && CUDA_ROOT=/usr/local/cuda \
         "$PY" -m pip wheel --no-build-isolation --no-deps -w "$OUT" .) >"$OUT/pycuda-build.log" 2>&1 \
         || { tail -40 "$OUT/pycuda-build.log"; exit 1; }
-    cp "$OUT"/pycuda-*.whl .whl/
+    cp "$OUT"/pycuda-*.whl "$WHEELS"/
 fi
-"$PY" -m pip install -q --no-index --find-links .whl --find-links /tmp/wheels-nvrtc -e '.[gpu]' || exit 1
+"$PY" -m pip install -q --no-index --find-links "$WHEELS" --find-links /tmp/wheels-nvrtc -e '.[gpu]' || exit 1
 "$PY" -c "from autograder.backends import compiler; print('NVRTC', compiler.nvrtc_version(), compiler.nvrtc_problem() or 'pinned')"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
