@@ -3,9 +3,10 @@
 Each timed case of the course's short-kernel assignments is timed reference against reference
 (the self-ratio, which should be 1), ``--sessions`` times, each a fresh timing session as a
 grading makes (interleaved launches, rotating input sets, L2 flush, warm-up round), under two
-protocols: ``before`` (the L2 flushed by a memset; repeats until each median alone is known
-to 0.3 %) and ``after`` (``gpu_timing._Session`` as grading runs it now: the L2 flushed by a
-read; repeats until the ratio is known to 0.08 %). From the very same launches it computes
+protocols: ``before`` (the student's kernel first, the L2 flushed by a memset; repeats until
+each median alone is known to 0.3 %) and ``after`` (``gpu_timing._Session`` as grading runs
+it now: each kernel first on every other input set, the L2 flushed by a read; repeats until
+the ratio is known to 0.08 %). From the very same launches it computes
 two estimators of the ratio:
 
 - ``medians``: the student's median over the reference's (what grading reports);
@@ -45,9 +46,13 @@ DEFAULT = ("vector_add", "transpose", "reduction", "window_sum")
 
 
 class Before(_Session):
-    """The protocol until 2026-12-03: the L2 flushed by a memset (which leaves it full of dirty
-    lines for the timed kernel to write back), repeats ended when each median alone was known
-    to 0.3 % (``request.target_spread`` 0.003, at most 2000 launches)."""
+    """The protocol until 2026-12-03: the student's kernel first on every input set, the L2
+    flushed by a memset (which leaves it full of dirty lines for the timed kernel to write
+    back), repeats ended when each median alone was known to 0.3 % (``request.target_spread``
+    0.003, at most 2000 launches)."""
+
+    def _order(self) -> tuple[str, ...]:
+        return WHO  # the student's launch first on every input set
 
     def _flush(self, slot: int) -> None:
         self.cuda.memset_d32_async(self.flush, slot, self.request.flush_bytes // 4, self.stream)
