@@ -24,7 +24,8 @@ KiB, parameters that do not match the launch, ``__device__`` variables over the 
 256 MiB); ``barriers.py`` refuses a barrier's thread count as the GPU does.
 
 Imports run one way, none inside a function; each module imports only modules below it:
-``machine.py`` on top; the front end ``program.py`` -> ``inline.py`` -> ``ptx.py``; the op
+``machine.py`` on top, then ``scheduler.py``, ``chunk.py``, ``plan.py`` -> ``shared.py`` -> the op
+table; the front end ``program.py`` -> ``inline.py`` -> ``ptx.py``; the op
 table ``ops.py`` -> ``collective.py`` -> ``aborts.py`` -> ``access.py`` (and ``wmma.py`` ->
 ``access.py``, ``mma.py`` -> ``wmma.py``, ``access.py``); ``special.py`` -> ``ptx.py``; ``barriers.py`` ->
 ``limits.py`` -> ``memory.py``; ``access.py`` -> ``memory.py`` (-> ``shadow.py``),

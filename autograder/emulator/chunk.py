@@ -10,7 +10,8 @@ symbols its instructions read. Executors read operands through ``src``/``full``/
 
 A small chunk is kept when its launch ends (``release``, ``SHELL_BYTES``): the next launch of
 the same kernel and shape runs in it (``acquire``), registers zeroed, with the executors that
-hold nothing of a launch (``machine.portable``)."""
+hold nothing of a launch (``machine.portable``). A small chunk binds the executors its kernel
+shares (``shared.Views``) to its registers when it starts a launch (``bind``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from autograder.contract import Unsupported
 from autograder.emulator.isa import CLOCK_REGISTERS, Addr, Imm, Operand, Reg, Sreg, Sym, immediate_bits
 from autograder.emulator.lanes import Lanes
 from autograder.emulator.memory import SharedMemory
+from autograder.emulator.ops import FUSED_LANES
 from autograder.emulator.plan import Plan
 from autograder.emulator.registers import Getter, RegisterFile, as_scalar
 from autograder.emulator.special import clock_getter
@@ -49,7 +51,7 @@ class Chunk(Lanes):
         super().__init__(n_blocks, machine.block)  # type: ignore[arg-type]
         decoded = machine.decoded
         self.registers = RegisterFile(decoded.registers, self.n)
-        shared = decoded.shared if self.n * decoded.register_bytes <= SHELL_BYTES else None
+        shared = decoded.shared if self.n <= FUSED_LANES else None  # Python's time, not numpy's
         self.plan = Plan(self, self.registers, decoded.program, decoded.kinds, decoded.fma_runs, shared)
         self.bind(machine, first)
 

@@ -33,7 +33,10 @@ f32 fmas (a register tile's update, ``ops.fma_runs``) is one instruction, and th
 when its launch ends (``chunk.Chunk.release``): the next launch of the same kernel and shape runs in
 it (``Chunk.acquire``), registers zeroed, with the executors that hold nothing of a launch
 (register-only instructions, loads and stores through a register's address: ``portable``).
-Everything a launch reports is what a fresh chunk gives (``bench/emulator_digest.py``).
+Most launches are the first of their kernel at their shape, so a small chunk's register-only
+instructions run executors built once per kernel, which read the registers of the chunk they
+are bound to when they run (``shared.py``). Everything a launch reports is what a fresh chunk
+gives (``bench/emulator_digest.py``).
 
 Barriers: a lane at ``bar.sync`` waits; when no lane of the chunk can run, the barrier is
 resolved per block: all live threads at one barrier is a clean barrier (every lane of the

@@ -13,8 +13,8 @@ the first time some lanes run alone, and dropped when the chunk is released.
 Each shared path here is the one ``ops.build_executor`` would build for the instruction (the
 same conditions, the same numpy calls on the same registers), so what a launch computes and
 reports is unchanged (``bench/emulator_digest.py``); an instruction without one is built per
-chunk as before (``plan.Plan``). Only small chunks share (``chunk.SHELL_BYTES``): a large
-chunk's time is numpy's, not building executors, and a bound chunk's registers stay alive."""
+chunk as before (``plan.Plan``). Only chunks of a few thousand lanes share
+(``ops.FUSED_LANES``): a larger chunk's time is numpy's, not building executors."""
 
 from __future__ import annotations
 
