@@ -13,8 +13,10 @@ the first time some lanes run alone, and dropped when the chunk is released.
 Each shared path here is the one ``ops.build_executor`` would build for the instruction (the
 same conditions, the same numpy calls on the same registers), so what a launch computes and
 reports is unchanged (``bench/emulator_digest.py``); an instruction without one is built per
-chunk as before (``plan.Plan``). Only chunks of a few thousand lanes share
-(``ops.FUSED_LANES``): a larger chunk's time is numpy's, not building executors."""
+chunk as before (``plan.Plan``). One chunk of a kernel runs at a time (a process runs one
+launch at a time, its chunks one after another), so one binding serves. Only chunks of a few
+thousand lanes share (``ops.FUSED_LANES``): a larger chunk's time is numpy's, not building
+executors."""
 
 from __future__ import annotations
 
@@ -180,6 +182,16 @@ def _logic(int_fn, bool_fn):
     return lambda ins, views: _ufunc(bool_fn if ins.type == "pred" else int_fn)(ins, views)
 
 
+def _shift(ufunc):
+    """``ops.build_shl``, ``ops.build_shr``: a shift by an immediate under the width is the ufunc."""
+
+    def build(ins: Instr, views: Views):
+        small = ops._small_imm(ins, 8 * dtype_of(ins.type).itemsize)
+        return _ufunc(ufunc)(ins, views) if small else None
+
+    return build
+
+
 def _mul(ins: Instr, views: Views):
     """``ops.build_mul``."""
     dt = dtype_of(ins.type)
@@ -273,6 +285,8 @@ RECIPES: dict[str, Callable[[Instr, Views], Executor | None]] = {
     "and": _logic(np.bitwise_and, np.logical_and),
     "or": _logic(np.bitwise_or, np.logical_or),
     "xor": _logic(np.bitwise_xor, np.logical_xor),
+    "shl": _shift(np.left_shift),
+    "shr": _shift(np.right_shift),
     "mul": _mul,
     "mad": _mad,
     "fma": _fma,
