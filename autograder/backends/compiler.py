@@ -27,6 +27,7 @@ import base64
 import faulthandler
 import functools
 import hashlib
+import importlib.metadata
 import os
 import pickle
 import re
@@ -205,13 +206,16 @@ def _compile(program: Program, arch: str) -> Compiled:
     try:
         outcome = _in_child(_compile_here, program, arch)
     except CompileError as refused:
-        compile_cache.store(digest, {"kind": "refused", "class": type(refused).__name__, "log": refused.log})
+        if _keeps_answers():
+            compile_cache.store(
+                digest, {"kind": "refused", "class": type(refused).__name__, "log": refused.log}
+            )
         raise
     if isinstance(outcome, Compiled):
-        fields = {"ptx": outcome.ptx, "lowered_name": outcome.lowered_name, "log": outcome.log}
-        compile_cache.store(
-            digest, {"kind": "compiled", **fields, "cubin": base64.b64encode(outcome.cubin).decode()}
-        )
+        if _keeps_answers():
+            fields = {"ptx": outcome.ptx, "lowered_name": outcome.lowered_name, "log": outcome.log}
+            cubin = base64.b64encode(outcome.cubin).decode()
+            compile_cache.store(digest, {"kind": "compiled", **fields, "cubin": cubin})
         return outcome
     if arch.startswith("sm_"):
         virtual = _in_child(_compile_here, program, "compute_90")  # the same compile without ptxas
@@ -222,10 +226,23 @@ def _compile(program: Program, arch: str) -> Compiled:
 
 @functools.lru_cache(maxsize=1)
 def compiler_identity() -> tuple[object, ...]:
-    """What makes this compiler this one, for the compile cache's keys: NVRTC's version, the
-    pinned packages' versions, the include directories it is given, and this module's text."""
+    """What makes this compiler this one, for the compile cache's keys: the pinned packages'
+    versions, the include directories NVRTC is given, and this module's text. Not NVRTC's own
+    version, which loading the library would cost (40 MB of a worker's memory, when every
+    compile is answered from the cache): an answer is kept only from the package's NVRTC
+    (:func:`_keeps_answers`), so the package's version names it."""
     own = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    return (nvrtc_version(), compile_cache.package_versions(), cuda_include_dirs(), own)
+    return (compile_cache.package_versions(), cuda_include_dirs(), own)
+
+
+def _keeps_answers() -> bool:
+    """Whether the NVRTC this process loaded is the ``nvidia-cuda-nvrtc`` package's, the one the
+    cache's keys name (a toolkit's found first, or no package, keeps nothing)."""
+    try:
+        package = importlib.metadata.version("nvidia-cuda-nvrtc").split(".")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return [str(part) for part in nvrtc_version()] == package[:2]
 
 
 _REFUSALS: dict[str, type[CompileError]] = {"CompileError": CompileError, "PtxasRefusal": PtxasRefusal}

@@ -84,9 +84,10 @@ def test_a_ptxas_refusal_comes_back_as_one():
         lambda p, a, c: (replace(p, defines=(("SCALE", "2.0f"),)), a, c),
         lambda p, a, c: (p, "sm_80", c),
         lambda p, a, c: (p, a, (*c[:-1], "another compiler.py")),
-        lambda p, a, c: (p, a, ((13, 6), *c[1:])),
+        lambda p, a, c: (p, a, (("nvidia-cuda-nvrtc==13.6.0",), *c[1:])),
+        lambda p, a, c: (p, a, (c[0], ("/another/include",), c[2])),
     ],
-    ids=["source", "filename", "kernel", "defines", "arch", "compiler.py", "nvrtc"],
+    ids=["source", "filename", "kernel", "defines", "arch", "compiler.py", "packages", "include dirs"],
 )
 def test_everything_the_answer_depends_on_is_in_the_key(changed):
     identity = compiler.compiler_identity()
@@ -126,3 +127,25 @@ def test_a_record_this_version_cannot_read_is_a_miss(cache, monkeypatch):
     digest = compile_cache.key(PROGRAM, compiler.EMULATOR_ARCH, compiler.compiler_identity())
     compile_cache.store(digest, {"kind": "compiled", "ptx": "stale"})  # no cubin, no name
     assert compiler.compile_ptx(PROGRAM).ptx != "stale"
+
+
+def test_an_nvrtc_other_than_the_packages_keeps_nothing(cache, monkeypatch):
+    """The keys name the pinned package's NVRTC: a toolkit's, loaded instead, must not answer
+    under its name."""
+    monkeypatch.setattr(compiler, "nvrtc_version", lambda: (13, 0))
+    compiler.compile_ptx(PROGRAM)
+    digest = compile_cache.key(PROGRAM, compiler.EMULATOR_ARCH, compiler.compiler_identity())
+    assert compile_cache.load(digest) is None
+
+
+def test_an_answer_from_the_cache_loads_no_nvrtc(cache):
+    """A worker whose compiles the cache answers never maps NVRTC (40 MB)."""
+    compiler.compile_ptx(PROGRAM)
+    script = (
+        "import sys; from autograder.backends import compiler; from autograder.contract import Program\n"
+        f"compiler.compile_ptx(Program({SOURCE!r}, 'add.cu', 'add', (('SCALE', '1.0f'),)))\n"
+        "maps = open('/proc/self/maps').read()\n"
+        "print('libnvrtc' in maps)"
+    )
+    served = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert served.stdout.strip() == "False"
