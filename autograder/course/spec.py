@@ -17,6 +17,7 @@ arrays by name.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import math
 import operator
@@ -141,12 +142,19 @@ def evaluate(expression: str | int | float, case: Case) -> int | float:
     if isinstance(expression, int | float):
         return expression
     try:
-        value = _eval(ast.parse(expression, mode="eval").body, case)
+        value = _eval(_parsed(expression), case)
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{value} is not a finite number")
         return value
     except (SyntaxError, KeyError, TypeError, ValueError, ArithmeticError) as e:
         raise SpecError(f"cannot evaluate {expression!r} for case {dict(case)}: {e}") from e
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(expression: str) -> ast.expr:
+    """The expression's tree, parsed once: a grade evaluates a course's few dozen expressions
+    thousands of times (sizes, geometry, tolerances per case), and ``_eval`` only reads the tree."""
+    return ast.parse(expression, mode="eval").body
 
 
 def _eval(node: ast.AST, case: Case) -> int | float:
