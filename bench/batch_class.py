@@ -112,16 +112,22 @@ class Sampler(threading.Thread):
 
 
 def run_batch(export: Path, out: Path, backend: str) -> tuple[float, str, float]:
-    """Wall time, the last line printed, and the peak resident memory of the batch's processes."""
+    """Wall time, the last line printed, and the peak resident memory of the batch's processes.
+    What the batch prints is passed on to stderr as it comes, each line with the seconds since
+    the start, so a run stopped early still shows how far it got."""
     command = [sys.executable, "-m", "autograder", "batch", str(export), "--out", str(out)]
     command += ["--course", str(ROOT), "--backend", backend]
     started = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
     sampler = Sampler(process.pid)
     sampler.start()
-    stdout, stderr = process.communicate()
+    lines = []
+    for line in process.stdout:  # type: ignore[union-attr]
+        print(f"{time.monotonic() - started:7.1f} s  {line}", end="", file=sys.stderr, flush=True)
+        lines.append(line.strip())
+    process.wait()
     sampler.stopped.set()
-    last = stdout.strip().splitlines()[-1] if stdout.strip() else stderr[-500:]
+    last = next((line for line in reversed(lines) if line), "")
     return time.monotonic() - started, last.split(" -> ")[0], sampler.peak
 
 
