@@ -293,10 +293,13 @@ class Background(Generic[T]):
         return self._value
 
 
-def prepare(spec: Spec, source: str, ref: GroupCase, time_limit_s: float) -> Prepared:
-    """Evaluate sizes, scalars, defines and geometry for the case and build the launch."""
+def prepare(
+    spec: Spec, source: str, ref: GroupCase, time_limit_s: float, inputs: dict[str, np.ndarray] | None = None
+) -> Prepared:
+    """Evaluate sizes, scalars, defines and geometry for the case and build the launch; ``inputs``:
+    the case's, drawn already for another source's launch of it (the launch gets copies)."""
     case = ref.case
-    inputs = make_inputs(spec, case, ref.seed)
+    inputs = make_inputs(spec, case, ref.seed) if inputs is None else inputs
     args: list[Buffer | ScalarArg] = []
     for arg in spec.args:
         if isinstance(arg, Array):

@@ -118,6 +118,8 @@ class CaseRunner:
         # drawn ahead (prefetch_timings): a timed group's requests, and a gating case by (group, index)
         self._timing_requests: dict[str, Background[list[TimingRequest]]] = {}
         self._drawn: dict[tuple[str, int], Background[Prepared]] = {}
+        # a case's inputs and numpy reference outputs, kept from the reference's run for the student's
+        self._kept: dict[tuple[str, int, int], Prepared] = {}
         self.stalled = False  # a launch of the student's kernel did not finish
         self.launched = student_launches(items)  # (role, group): where the items run the student's kernel
         self.correctness_groups = list(dict.fromkeys(i.cases for i in items if i.check == "correctness"))
@@ -181,7 +183,7 @@ class CaseRunner:
         started = time.monotonic()
         drawn = self._drawn.pop((ref.group, ref.index), None) if backend is self.roles["grading"][0] else None
         try:
-            prepared = drawn.result() if drawn and student else prepare(self.spec, source, ref, self.case_s)
+            prepared = drawn.result() if drawn and student else self._prepare(source_kind, source, ref)
             launch = (
                 self._limited(self.submitted(prepared.launch), backend, ref, left)
                 if student
@@ -200,6 +202,21 @@ class CaseRunner:
         if left is not None:
             judgement = self._counted(judgement, ref, launch.instruction_limit == left)
         return replace(judgement, wall_s=time.monotonic() - started)
+
+    def _prepare(self, source_kind: str, source: str, ref: GroupCase) -> Prepared:
+        """The case's launch of ``source``. The reference's kernel runs a case on the counting
+        backend before the student's does (the work budget), on the same inputs: its run keeps
+        them and their numpy reference outputs, which the student's next run of the case takes
+        instead of drawing and computing them again (the same values, half the work)."""
+        key = (ref.group, ref.index, ref.seed)
+        if source_kind == "reference":
+            prepared = prepare_with_expected(self.spec, source, ref, self.case_s)
+            self._kept[key] = prepared
+            return prepared
+        if key not in self._kept:
+            return prepare(self.spec, source, ref, self.case_s)
+        kept = self._kept.pop(key)
+        return replace(prepare(self.spec, source, ref, self.case_s, kept.inputs), expected=kept.expected)
 
     def _counted(self, judgement: CaseOutcome, ref: GroupCase, last: bool) -> CaseOutcome:
         """``judgement`` (a student's launch on the counting backend) and the reference's on its
