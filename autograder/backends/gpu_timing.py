@@ -267,9 +267,8 @@ class _Session:
         return None
 
     def _order(self) -> tuple[str, ...]:
-        """Who runs first on the next input set: each kernel on every other one, so that what
-        running first or second costs (on the H200, the reduction's first launch of a pair
-        was 0.2 % slower in every session) falls on both kernels alike."""
+        """Who runs first on the next input set: each kernel on every other one, so that
+        whatever running first or second costs falls on both kernels alike."""
         self.pairs_run += 1
         return WHO if self.pairs_run % 2 else WHO[::-1]
 
