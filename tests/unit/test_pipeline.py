@@ -14,11 +14,12 @@ from autograder.contract import (
     Timing,
     Unsupported,
 )
+from autograder.course import cases
 from autograder.course.cases import group_cases, prepare, timing_requests
 from autograder.course.folder import read_course
 from autograder.delivery import gpu_service
 from autograder.feedback import scrubbed
-from autograder.grading import pipeline, reference_counters, sanitize
+from autograder.grading import compare, pipeline, reference_counters, sanitize
 from autograder.grading.report import write_report
 from autograder.grading.results import build_results, fallback_results
 from autograder.grading.sanitize import SanitizerRun
@@ -547,3 +548,20 @@ def test_a_handouts_drawn_cases_are_those_its_counters_were_recorded_on(course, 
     runner = pipeline.CaseRunner(spec, {"student": "", "reference": None}, backends, 3, 1.0, 1e9, recorded)
     assert runner.spec.drawn["safety"] == (drawn,)
     assert [dict(ref.case) for ref in group_cases(runner.spec, "safety", 3)][-1] == drawn
+
+
+def test_a_cases_inputs_and_reference_outputs_are_worked_out_once(course, backends, monkeypatch):
+    """The reference's kernel runs each case the student's does (the work budget), on the same
+    inputs: the student's run takes the inputs and the numpy reference outputs the reference's drew."""
+    drawn, references = [], []
+    make_inputs, reference_outputs = cases.make_inputs, cases.reference_outputs
+    monkeypatch.setattr(
+        cases, "make_inputs", lambda spec, case, seed: drawn.append(seed) or make_inputs(spec, case, seed)
+    )
+    for module in (cases, compare):  # compare imports it by name
+        monkeypatch.setattr(
+            module, "reference_outputs", lambda *args: references.append(args[1]) or reference_outputs(*args)
+        )
+    grade(course, backends, course.root / "reference")
+    assert drawn and sorted(drawn) == sorted(set(drawn))  # each case's seed drawn from once
+    assert len(references) == len(drawn)
