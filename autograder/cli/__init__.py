@@ -4,14 +4,6 @@ what they compute is the layers'."""
 
 from __future__ import annotations
 
-import os
-
-# One BLAS thread, set before numpy loads (the commands' modules below import it): a reference's
-# matrices are small, and OpenBLAS's idle threads spin between its calls on the core the emulator
-# worker needs (a whole-course grade on 2 cores: 12.4 -> 8.7 s CPU, verdicts the same). The worker
-# inherits it; a value the caller set is kept.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
 import click
 
 from autograder.cli.authoring import handout_profiles, new, starters

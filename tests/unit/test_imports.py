@@ -5,7 +5,6 @@ asking a backend its name."""
 from __future__ import annotations
 
 import ast
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -172,24 +171,3 @@ def test_the_grading_commands_need_nothing_of_the_batch_or_serve_extras(tmp_path
     assert done.stdout.splitlines()[0] == "[]", done.stdout + done.stderr
     assert done.returncode == 1
     assert message in done.stderr
-
-
-# what OPENBLAS_NUM_THREADS says when numpy is first looked up (OpenBLAS reads it as numpy loads)
-BLAS_THREADS_AT_NUMPY = """
-import os, sys
-class Watch:
-    def find_spec(self, name, path=None, target=None):
-        if name == "numpy":
-            print(os.environ.get("OPENBLAS_NUM_THREADS"))
-            sys.meta_path.remove(self)
-sys.meta_path.insert(0, Watch())
-import autograder.cli
-"""
-
-
-def test_the_command_asks_for_one_blas_thread_before_numpy_loads():
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    done = subprocess.run(
-        [sys.executable, "-c", BLAS_THREADS_AT_NUMPY], capture_output=True, text=True, env=env
-    )
-    assert done.stdout.splitlines() == ["1"], done.stdout + done.stderr

@@ -2,6 +2,7 @@ import dataclasses
 import json
 
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from autograder.backends.registry import Backends
 from autograder.backends.worker import WorkerError
@@ -565,3 +566,29 @@ def test_a_cases_inputs_and_reference_outputs_are_worked_out_once(course, backen
     grade(course, backends, course.root / "reference")
     assert drawn and sorted(drawn) == sorted(set(drawn))  # each case's seed drawn from once
     assert len(references) == len(drawn)
+
+
+class BlasWatching(FakeBackend):
+    """Records how many threads numpy's BLAS may use at each launch."""
+
+    def __init__(self, name="emulator", capabilities=None):
+        super().__init__(name, capabilities or FakeBackend().capabilities)
+        self.blas_threads = []
+
+    def launch(self, launch):
+        self.blas_threads.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+        return super().launch(launch)
+
+
+def test_a_grading_that_times_nothing_runs_numpy_on_one_blas_thread(course):
+    """OpenBLAS's idle threads spin between small references on the emulator worker's cores;
+    a GPU grading's big float64 references keep every thread."""
+    if not any(i["user_api"] == "blas" for i in threadpool_info()):
+        pytest.skip("this numpy's BLAS is not one threadpoolctl controls")
+    with threadpool_limits(limits=2, user_api="blas"):  # as on a machine of two cores or more
+        emulator = BlasWatching()
+        grade(course, Backends(emulator, emulator), course.root / "reference")
+        gpu = BlasWatching("gpu", Capabilities(measures_time=True, runs_natively=True))
+        grade(course, Backends(gpu, BlasWatching()), course.root / "reference")
+    assert emulator.blas_threads and all(threads == {1} for threads in emulator.blas_threads)
+    assert gpu.blas_threads and all(threads == {2} for threads in gpu.blas_threads)
