@@ -87,8 +87,12 @@ def select_backend(name: str, compile_s: float = 60, emulator_mb: float | None =
 
 
 @contextlib.contextmanager
-def open_backends(name: str, compile_s: float = 60, emulator_mb: float | None = None) -> Iterator[Backends]:
-    """The grading backend ``name`` and a safety backend that sees every access; closed on exit."""
+def open_backends(
+    name: str, compile_s: float = 60, emulator_mb: float | None = None, safety_checks: bool = True
+) -> Iterator[Backends]:
+    """The grading backend ``name`` and a safety backend that sees every access; closed on exit.
+    ``safety_checks`` False (``grade --timed-only``, a batch's GPU task): the safety backend's
+    worker starts only if something calls it, not beside the grading one while a GPU waits."""
     grading = select_backend(name, compile_s, emulator_mb)
     safety = (
         grading
@@ -96,7 +100,8 @@ def open_backends(name: str, compile_s: float = 60, emulator_mb: float | None = 
         else select_backend("emulator", compile_s, emulator_mb)
     )
     try:
-        for backend in {id(b): b for b in (grading, safety)}.values():
+        started = (grading, safety) if safety_checks else (grading,)
+        for backend in {id(b): b for b in started}.values():
             backend.prestart()  # both workers start at once, while the grader reads the submission
         yield Backends(grading=grading, safety=safety)
     finally:

@@ -88,11 +88,12 @@ def known_assignments(course: Course, names, param_hint: str) -> list[str]:
     return list(names)
 
 
-def backends_for(course: Course, name: str | None):
-    """The backends ``--backend`` (default: the rubric's) names, within the rubric's limits."""
+def backends_for(course: Course, name: str | None, safety_checks: bool = True):
+    """The backends ``--backend`` (default: the rubric's) names, within the rubric's limits;
+    ``safety_checks`` False when the grading runs none (``open_backends``)."""
     optional("the compiler check", warn_unpinned_compiler)
     limits = course.rubric.limits
-    return open_backends(name or course.rubric.backend, limits.compile_s, limits.emulator_mb)
+    return open_backends(name or course.rubric.backend, limits.compile_s, limits.emulator_mb, safety_checks)
 
 
 def emulator_for(course: Course) -> Backend:

@@ -74,7 +74,12 @@ class FakeBackend(Backend):
 
 
 @contextlib.contextmanager
-def open_fake_backends(name: str = "emulator", compile_s: float = 60, emulator_mb: float | None = None):
+def open_fake_backends(
+    name: str = "emulator",
+    compile_s: float = 60,
+    emulator_mb: float | None = None,
+    safety_checks: bool = True,
+):
     """Stands in for ``backends.open_backends``: one fake backend playing both roles."""
     fake = FakeBackend()
     yield Backends(grading=fake, safety=fake)

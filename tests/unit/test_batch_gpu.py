@@ -51,7 +51,8 @@ def gpu(monkeypatch):
     pair = Backends(grading=Recording(timing=True), safety=Recording(timing=False))
 
     @contextlib.contextmanager
-    def opened(name, compile_s=60, emulator_mb=None):
+    def opened(name, compile_s=60, emulator_mb=None, safety_checks=True):
+        pair.safety.asked_for = safety_checks  # type: ignore[attr-defined]
         yield pair
 
     monkeypatch.setattr(cli.shared, "open_backends", opened)
@@ -75,6 +76,7 @@ def test_the_gpu_task_grades_the_timed_items_alone_and_launches_only_what_gates_
     tests = json.loads(files["results.json"])["tests"]
     assert [(t["name"], t["score"]) for t in tests] == [(PERF, 1.0)]  # timed, full marks
     assert gpu.safety.launched == []  # no bounds, barriers or traffic case on the emulator
+    assert gpu.safety.asked_for is False  # so its worker is not started beside the GPU's
     # on the GPU: the correctness cases (the timed item's first gate) and its own, then the timing
     sizes = sorted(case["n"] for case in gpu.grading.timed)
     assert sizes == [1024] and {"safety"} not in [set(d) for d in gpu.grading.launched]

@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from autograder.backends import registry
 from autograder.backends.registry import Backends
 from autograder.backends.worker import SHARED_BYTES, WorkerBackend, WorkerError, receive, send
 from autograder.contract import (
     Buffer,
+    Capabilities,
     CompileError,
     Launch,
     LaunchFailure,
@@ -247,3 +249,27 @@ def test_a_large_launch_runs_in_the_worker(worker):
         time_limit_s=10,
     )
     assert (worker.launch(big).outputs["x"] == 2).all()
+
+
+class _Recorded:
+    """A backend that says whether its worker was started beforehand."""
+
+    def __init__(self, sees_every_access: bool):
+        self.capabilities = Capabilities(sees_every_access=sees_every_access)
+        self.prestarted = self.closed = False
+
+    def prestart(self):
+        self.prestarted = True
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.parametrize("safety_checks", [True, False])
+def test_the_safety_worker_starts_beforehand_only_when_safety_checks_run(monkeypatch, safety_checks):
+    made = {"gpu": _Recorded(False), "emulator": _Recorded(True)}
+    monkeypatch.setattr(registry, "select_backend", lambda name, *_args: made[name])
+    with registry.open_backends("gpu", safety_checks=safety_checks) as backends:
+        assert backends.grading is made["gpu"] and backends.safety is made["emulator"]
+    assert made["gpu"].prestarted and made["emulator"].prestarted == safety_checks
+    assert made["gpu"].closed and made["emulator"].closed
