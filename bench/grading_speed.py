@@ -68,27 +68,26 @@ def measured(command: list[str], root: Path, cache: Path) -> dict[str, float]:
 def grade_rows(root: Path, runs: int) -> list[tuple[str, dict]]:
     command = [sys.executable, "-m", "autograder", "grade", str(root / "reference"), "--course", str(root)]
     command += ["--backend", "emulator", "--results", "results.json", "--report", "report"]
-    cold, warm = [], []
-    for _ in range(runs):
-        with tempfile.TemporaryDirectory() as cache:
-            cold.append(measured(command, root, Path(cache) / "compiles"))
-            warm.append(measured(command, root, Path(cache) / "compiles"))
-    return [
-        ("grade reference, emulator, compile cache empty", best(cold)),
-        ("the same, cache filled", best(warm)),
-    ]
+    return cold_and_warm("grade reference, emulator", command, root, runs, timed_inside=False)
 
 
 def compile_rows(root: Path, runs: int) -> list[tuple[str, dict]]:
     command = [sys.executable, "-c", COMPILE, str(root / CG_KERNEL), "compact"]
+    return cold_and_warm("compile of a cooperative_groups kernel", command, root, runs, timed_inside=True)
+
+
+def cold_and_warm(
+    what: str, command: list[str], root: Path, runs: int, timed_inside: bool
+) -> list[tuple[str, dict]]:
+    """``command`` run with an empty compile cache, then again with the cache it filled."""
     cold, warm = [], []
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as cache:
             cold.append(measured(command, root, Path(cache) / "compiles"))
             warm.append(measured(command, root, Path(cache) / "compiles"))
     return [
-        ("compile of a cooperative_groups kernel, cache empty", best(cold, timed_inside=True)),
-        ("the same, cache filled", best(warm, timed_inside=True)),
+        (f"{what}, compile cache empty", best(cold, timed_inside)),
+        ("the same, cache filled", best(warm, timed_inside)),
     ]
 
 
