@@ -39,6 +39,7 @@ from autograder.contract import Program
 
 VARIABLE = "AUTOGRADER_COMPILE_CACHE"
 SIZE_LIMIT = 2 << 30  # bytes: about 10 000 compiles of a course's kernels (PTX, cubin, log)
+LOCK_S = 2.0  # the longest a read or write waits for another process's: then it is a miss
 COMPILER_PACKAGES = (
     "cuda-bindings",
     "nvidia-cuda-nvrtc",
@@ -49,13 +50,17 @@ COMPILER_PACKAGES = (
 
 
 def folder() -> Path | None:
-    """Where the cache lives, or None when ``$AUTOGRADER_COMPILE_CACHE`` is ``off``."""
+    """Where the cache lives, or None when ``$AUTOGRADER_COMPILE_CACHE`` is ``off`` (or when,
+    unnamed, the user has no home folder to hold it)."""
     named = os.environ.get(VARIABLE, "")
     if named.lower() == "off":
         return None
     if named:
         return Path(named)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    try:
+        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    except RuntimeError:  # no HOME and no entry in the password database
+        return None
     return Path(base) / "cuda-autograder" / "compiles"
 
 
@@ -111,6 +116,6 @@ def _opened_at(path: str, pid: int) -> diskcache.Cache | None:
     """The cache at ``path`` for process ``pid`` (a forked child opens its own: SQLite's
     connections are not to be shared across a fork)."""
     try:
-        return diskcache.Cache(path, size_limit=SIZE_LIMIT, timeout=10)
+        return diskcache.Cache(path, size_limit=SIZE_LIMIT, timeout=LOCK_S)
     except _CACHE_ERRORS:
         return None

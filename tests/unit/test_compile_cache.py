@@ -149,3 +149,14 @@ def test_an_answer_from_the_cache_loads_no_nvrtc(cache):
     )
     served = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert served.stdout.strip() == "False"
+
+
+def test_without_a_home_folder_there_is_no_cache(monkeypatch):
+    monkeypatch.delenv(compile_cache.VARIABLE, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def homeless():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(compile_cache.Path, "home", staticmethod(homeless))
+    assert compile_cache.folder() is None
