@@ -18,7 +18,8 @@ global address segfaults it): every compile therefore runs in a forked child
 kernel's inline asm (:func:`_crashed`), never the grader's crash. The child costs about 20 ms
 a compile (the fork, and the pages its compile touches): vector_add's 50 ms became 70, and
 gemm_tensor_core's 2.3 s did not move beyond the noise; a ``python -m`` child would spend 340 ms
-starting. The cache of compiles stays in this process.
+starting. A compile's answer is kept in this process and on disk (``compile_cache``), so a
+source this machine compiled before is answered without NVRTC, or a child.
 """
 
 from __future__ import annotations
