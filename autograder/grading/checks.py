@@ -80,13 +80,15 @@ STUDENT_ROLES = {
 }
 
 
+def is_timed_item(item: Item) -> bool:
+    """A performance item timed on the device (``metric: time``): the only kind a GPU must grade."""
+    return item.check == "performance" and performance.is_timed(item.metric)
+
+
 def student_launches(items: tuple[Item, ...]) -> list[tuple[str, str]]:
     """The (role, case group) pairs on which ``items`` run the student's kernel, in rubric order."""
     pairs = (
-        (role, item.cases)
-        for item in items
-        if not (item.check == "performance" and performance.is_timed(item.metric))
-        for role in STUDENT_ROLES[item.check]
+        (role, item.cases) for item in items if not is_timed_item(item) for role in STUDENT_ROLES[item.check]
     )
     return list(dict.fromkeys(pairs))
 

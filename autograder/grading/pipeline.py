@@ -11,7 +11,7 @@ those it draws from the secret seed (``cases.with_drawn``). On a backend that co
 instructions, a student's launches are bounded one by one and all together by the reference's
 (``WORK_MULTIPLE``, ``TOTAL_MULTIPLE``). With ``cross_check`` (``--sanitize``),
 the bounds and barriers items also carry compute-sanitizer's unscored second opinion. With
-``timed_only`` only the timed performance items are checked (:func:`is_timed_item`): the part of a
+``timed_only`` only the timed performance items are checked (``checks.is_timed_item``): the part of a
 grading that needs a GPU, which ``autograder batch`` runs apart from the rest.
 """
 
@@ -63,7 +63,7 @@ from autograder.course.submitted import Submitted, opened, read_submitted
 from autograder.device import Occupancy
 from autograder.feedback import LINE_BYTES, capped, two_decimals
 from autograder.grading import performance, reference_counters, sanitize
-from autograder.grading.checks import SCORERS, student_launches
+from autograder.grading.checks import SCORERS, is_timed_item, student_launches
 from autograder.grading.compare import CaseOutcome, judged
 from autograder.grading.evidence import Evidence
 from autograder.grading.grade import Grade, ItemResult
@@ -512,11 +512,6 @@ def _grade_assignment(
         if cross_check and item.check in sanitize.CROSS_CHECKED:
             result = sanitize.with_cross_check(result, runner.cross_check(item.cases))
         yield _drawn_marked(result, runner.spec)
-
-
-def is_timed_item(item: Item) -> bool:
-    """A performance item timed on the device (``metric: time``): the only kind a GPU must grade."""
-    return item.check == "performance" and performance.is_timed(item.metric)
 
 
 def _drawn_marked(result: ItemResult, spec: Spec) -> ItemResult:
