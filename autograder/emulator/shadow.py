@@ -313,9 +313,8 @@ class SharedShadow:
     def sync_warps(self, warp_keys: np.ndarray) -> None:
         """``__syncwarp``: accesses by these warps (block slot * 1024 + warp) race no more."""
         wpb = self.words_per_block
-        slot = np.arange(self.state.size) // wpb
         synced = _warp_table(warp_keys, self.state.size // wpb if wpb else 0)
-        self.state[synced[_warp_place(slot, self.state)]] = CLEAN
+        _release(self.state, synced, wpb, CLEAN)
         kept = []
         for rows, threads, per, pc, ordered, strong in self.log:  # a lane's words lie in one block
             keep = ~synced[_warp_place(rows * per // wpb, threads)]
@@ -324,7 +323,16 @@ class SharedShadow:
         self.log = kept
         for by in (self.reader, self.atomic):
             if by is not None:
-                by[synced[_warp_place(slot, by)]] = NOBODY
+                _release(by, synced, wpb, NOBODY)
+
+
+def _release(by: np.ndarray, synced: np.ndarray, words_per_block: int, free: int) -> None:
+    """The words of ``by`` (per word: a thread of its block, or none) held by a thread of a
+    warp ``synced`` (``_warp_table``) become ``free``. Only the words a thread holds are looked
+    at: a tensor-core kernel's ``__syncwarp`` went over 73 000 words of shadow each time."""
+    held = np.flatnonzero(by >= 0)
+    if held.size:
+        by[held[synced[held // words_per_block * 32 + by[held] // 32]]] = free
 
 
 def _warp_table(warp_keys: np.ndarray, slots: int) -> np.ndarray:
