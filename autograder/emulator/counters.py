@@ -180,13 +180,29 @@ def _row_wavefronts(rel: np.ndarray) -> tuple[int, int]:
     return int(np.bincount(banks, minlength=32).max()), (words.size + 31) // 32
 
 
-Lines = tuple[np.ndarray, np.ndarray]  # the distinct lines, and each instruction's place among them
+class LineRows:
+    """The counters' rows of a kernel, worked out once per kernel from ``line_of`` (each
+    instruction's source line, -1 for none): the distinct lines, and the instructions grouped by
+    line (``order``, each line's group starting at ``starts``), so that a launch sums its counts
+    per instruction by line with one ``np.add.reduceat``."""
 
+    def __init__(self, line_of: np.ndarray, flops_per_lane: np.ndarray):
+        self.line_of: list[int] = line_of.tolist()
+        numbers, where = np.unique(line_of, return_inverse=True)
+        self.numbers: list[int] = numbers.tolist()
+        self.order = np.argsort(where, kind="stable")
+        self.starts = np.searchsorted(where[self.order], np.arange(numbers.size))
+        self.flops = flops_per_lane[self.order]
 
-def source_lines(line_of: np.ndarray) -> Lines:
-    """The distinct lines of a kernel's instructions (``line_of``) and where each instruction's
-    line is among them: the rows of its counters, worked out once per kernel."""
-    return np.unique(line_of, return_inverse=True)
+    def sums(self, lanes: list[int], warps: list[int]) -> np.ndarray:
+        """Per line, the lane and warp instructions and flops of its instructions (``lanes`` and ``warps``
+        each ran; flops: lanes times each one's flops per lane), as a 3 x lines array; exact
+        (integers)."""
+        counts = np.array((lanes, warps, lanes), np.int64)[:, self.order]
+        counts[2] *= self.flops
+        if not self.numbers:
+            return counts
+        return np.add.reduceat(counts, self.starts, axis=1)
 
 
 class Tally:
@@ -201,29 +217,35 @@ class Tally:
     def add(self, index: int, name: str, value: int) -> None:
         self.events[index][name] += value
 
-    def counters(self, line_of: np.ndarray, lines: Lines, flops_per_lane: np.ndarray) -> Counters:
-        """Per source line (lines that counted nothing left out) and in total; ``line_of``:
-        each instruction's line, -1 for none (it counts in the total only); ``lines``: its
-        ``source_lines``."""
-        lanes, warps = np.array(self.lanes, np.int64), np.array(self.warps, np.int64)
-        numbers, where = lines
-        rows = {line: dict.fromkeys(COUNTER_NAMES, 0) for line in numbers.tolist()}
-        for name, per_instruction in (
-            ("lane_instructions", lanes),
-            ("warp_instructions", warps),
-            ("flops", lanes * flops_per_lane),
-        ):
-            column: np.ndarray = np.zeros(numbers.size, np.int64)
-            np.add.at(column, where, per_instruction)  # integers, summed exactly
-            for line, value in zip(numbers.tolist(), column.tolist(), strict=True):
-                rows[line][name] = value
+    def counters(self, rows: LineRows) -> Counters:
+        """Per source line (lines that counted nothing left out, and the instructions of no
+        line, which count in the total only) and in total."""
+        sums = rows.sums(self.lanes, self.warps)
+        totals = _row(sums.sum(axis=1).tolist())
+        by_line = {
+            line: _row(counts)
+            for line, counts in zip(rows.numbers, zip(*sums.tolist(), strict=True), strict=True)
+            if any(counts)
+        }
+        line_of = rows.line_of
         for i, moved in self.events.items():
-            row = rows[int(line_of[i])]
+            line = line_of[i]
+            row = by_line.get(line)
+            if row is None:
+                row = by_line[line] = _row((0, 0, 0))
             for name, value in moved.items():
                 row[name] += value
-        totals = dict.fromkeys(COUNTER_NAMES, 0)
-        for row in rows.values():
-            for name, value in row.items():
                 totals[name] += value
-        by_line = {line: row for line, row in rows.items() if line >= 0 and any(row.values())}
-        return Counters(totals=totals, by_line=dict(sorted(by_line.items())))
+        kept = {line: row for line, row in by_line.items() if line >= 0 and any(row.values())}
+        return Counters(totals=totals, by_line=dict(sorted(kept.items())))
+
+
+_ZEROS = dict.fromkeys(COUNTER_NAMES, 0)
+
+
+def _row(counts) -> dict[str, int]:
+    """A row of every counter (``COUNTER_NAMES``), zero but the lane and warp instructions and
+    flops (``counts``)."""
+    row = _ZEROS.copy()
+    row["lane_instructions"], row["warp_instructions"], row["flops"] = counts
+    return row

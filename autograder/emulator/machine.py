@@ -80,7 +80,7 @@ from autograder.contract import (
 from autograder.emulator.access import narrow_shared_access
 from autograder.emulator.barriers import GridBarrier, barrier_id, is_arrival, uncooperative_sync
 from autograder.emulator.chunk import Chunk
-from autograder.emulator.counters import BankModel, Lines, Tally, source_lines
+from autograder.emulator.counters import BankModel, LineRows, Tally
 from autograder.emulator.findings import FindingLog
 from autograder.emulator.isa import BAR, EXIT, PURE, Addr, Imm, Instr, Reg, Sym, Vec
 from autograder.emulator.limits import (
@@ -159,7 +159,6 @@ class Decoded:
     kernel: Kernel
     program: list[Instr]
     kinds: list[int]
-    flops: np.ndarray  # per instruction: the flops each lane does (ops.lane_flops)
     barrier_ids: np.ndarray
     shadow_unit: int  # bytes per shadow word of shared memory
     reductions: tuple[int, ...]  # the barriers that reduce a predicate (bar.red), in order
@@ -172,8 +171,7 @@ class Decoded:
     leaves: list[bool]  # per instruction: a branch straight to an exit (a return)?
     spins: list[bool]  # per instruction: the back-edge of a spin-wait (spin_waits)?
     fma_runs: list[int]  # per instruction: the independent f32 fmas from it on (ops.fma_runs)
-    line_of: np.ndarray  # per instruction: its source line, -1 for none (the counters' rows)
-    lines: Lines  # the distinct lines of line_of, and where each instruction's is (source_lines)
+    rows: LineRows  # the counters' rows: each instruction's source line and flops (ops.lane_flops)
     portable: list[bool]  # per instruction: its executor holds nothing of a launch (portable)
     shared: Shared = field(compare=False)  # the executors its small chunks share (shared.py)
     # small chunks a launch left, by shape, for the next launch of that shape (Chunk.acquire)
@@ -193,13 +191,13 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
     targets = [ins.target for ins in program]
     exits = {k for k, ins in enumerate(program) if kinds[k] == EXIT and ins.guard is None}
     line_of = _frozen([-1 if ins.line is None else ins.line for ins in program])
+    flops = _frozen([lane_flops(ins) for ins in program])
     movable = [portable(kind, ins) for kind, ins in zip(kinds, program, strict=True)]
     layout = register_types(kernel)
     return Decoded(
         kernel,
         program,
         kinds,
-        _frozen([lane_flops(ins) for ins in program]),
         barrier_ids,
         1 if narrow_shared_access(program) else 4,
         reductions,
@@ -212,8 +210,7 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
         [target in exits for target in targets],
         spin_waits(program),
         fma_runs(program, kernel.registers),
-        line_of,
-        source_lines(line_of),
+        LineRows(line_of, flops),
         movable,
         Shared(program, kinds, movable, layout),
     )
@@ -352,7 +349,7 @@ class Machine:
         }
 
     def counters(self):
-        return self.tally.counters(self.decoded.line_of, self.decoded.lines, self.decoded.flops)
+        return self.tally.counters(self.decoded.rows)
 
 
 def portable(kind: int, ins: Instr) -> bool:
