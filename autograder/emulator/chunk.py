@@ -76,12 +76,15 @@ class Chunk(Lanes):
     def acquire(cls, machine: Machine, first: int, n_blocks: int) -> Chunk:
         """Blocks ``first .. first + n_blocks - 1``: in the chunk an earlier launch of the same
         kernel and shape left (``release``), its registers zeroed, with the executors that hold
-        nothing of a launch (``portable``: building them is most of a small launch's cost);
+        nothing of a launch (``portable``: building them is most of a small launch's cost), and
+        those that read its blocks' special registers where they are the same blocks (``placed``);
         else in a new chunk."""
         shell = machine.decoded.shells.pop(_shape(machine, n_blocks), None)
         if shell is None:
             return cls(machine, first, n_blocks)
         shell.registers.zero()
+        if shell.grid != machine.grid or shell.block_linear[0] != first:  # other blocks (machine.placed)
+            shell.plan.keep(machine.decoded.portable)
         shell.bind(machine, first)
         return shell
 
@@ -94,7 +97,7 @@ class Chunk(Lanes):
         self._launch_constants.clear()
         self.clock_start = None
         if self.n * m.decoded.register_bytes <= SHELL_BYTES and not m.launch.cooperative:
-            self.plan.keep(m.decoded.portable)
+            self.plan.keep(m.decoded.placed)
             del self.m, self.shared, self.local
             shells = m.decoded.shells
             if len(shells) >= SHELLS_PER_KERNEL:  # the oldest shape goes

@@ -32,7 +32,9 @@ instruction, not in numpy, so for it (``ops.FUSED_LANES``, ``chunk.SHELL_BYTES``
 f32 fmas (a register tile's update, ``ops.fma_runs``) is one instruction, and the chunk is kept
 when its launch ends (``chunk.Chunk.release``): the next launch of the same kernel and shape runs in
 it (``Chunk.acquire``), registers zeroed, with the executors that hold nothing of a launch
-(register-only instructions, loads and stores through a register's address: ``portable``).
+(register-only instructions, loads and stores through a register's address: ``portable``) and,
+where it runs the same blocks of the same grid, those that read their special registers
+(``placed``).
 Most launches are the first of their kernel at their shape, so a small chunk's register-only
 instructions run executors built once per kernel, which read the registers of the chunk they
 are bound to when they run (``shared.py``). Everything a launch reports is what a fresh chunk
@@ -82,7 +84,7 @@ from autograder.emulator.barriers import GridBarrier, barrier_id, is_arrival, un
 from autograder.emulator.chunk import Chunk
 from autograder.emulator.counters import BankModel, LineRows, Tally
 from autograder.emulator.findings import FindingLog
-from autograder.emulator.isa import BAR, EXIT, PURE, Addr, Imm, Instr, Reg, Sym, Vec
+from autograder.emulator.isa import BAR, EXIT, PURE, Addr, Imm, Instr, Reg, Sreg, Sym, Vec
 from autograder.emulator.limits import (
     barrier_operands,
     check_kernel,
@@ -104,7 +106,7 @@ from autograder.emulator.ptx import Kernel
 from autograder.emulator.registers import RegisterLayout, register_types, storage_dtype
 from autograder.emulator.scheduler import Scheduler
 from autograder.emulator.shared import Shared
-from autograder.emulator.special import LaunchRegisters, reserved_shared
+from autograder.emulator.special import PLACED, LaunchRegisters, reserved_shared
 from autograder.errors import AutograderError
 
 DEFAULT_BUDGET = 4_000_000_000  # lane instructions per launch
@@ -173,6 +175,7 @@ class Decoded:
     fma_runs: list[int]  # per instruction: the independent f32 fmas from it on (ops.fma_runs)
     rows: LineRows  # the counters' rows: each instruction's source line and flops (ops.lane_flops)
     portable: list[bool]  # per instruction: its executor holds nothing of a launch (portable)
+    placed: list[bool]  # per instruction: nothing of a launch but its blocks' special registers (placed)
     shared: Shared = field(compare=False)  # the executors its small chunks share (shared.py)
     # small chunks a launch left, by shape, for the next launch of that shape (Chunk.acquire)
     shells: dict = field(default_factory=dict, compare=False)
@@ -212,6 +215,7 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
         fma_runs(program, kernel.registers),
         LineRows(line_of, flops),
         movable,
+        [placed(kind, ins) for kind, ins in zip(kinds, program, strict=True)],
         Shared(program, kinds, movable, layout),
     )
 
@@ -368,9 +372,19 @@ def portable(kind: int, ins: Instr) -> bool:
     return kind == PURE and _registers_only(ins.operands)
 
 
-def _registers_only(operands) -> bool:
+def placed(kind: int, ins: Instr) -> bool:
+    """Does the executor of ``ins`` hold nothing of a launch but its chunk's registers and the
+    special registers its blocks fix (``special.PLACED``: ``%tid``, ``%ctaid``, ...), so that it
+    serves the next launch of the same shape that runs the same blocks of the same grid
+    (``Chunk.acquire``)? A portable one does, and so does a register-only instruction that reads
+    such special registers too (``mov.u32 %r1, %tid.x``, which a small launch built anew)."""
+    return portable(kind, ins) or (kind == PURE and _registers_only(ins.operands, PLACED))
+
+
+def _registers_only(operands, special: frozenset[str] = frozenset()) -> bool:
+    """Are ``operands`` registers and immediates, or the special registers ``special`` names?"""
     items = [item for o in operands for item in (o.items if isinstance(o, Vec) else (o,))]
-    return all(type(o) is Reg or type(o) is Imm for o in items)
+    return all(type(o) is Reg or type(o) is Imm or (type(o) is Sreg and o.name in special) for o in items)
 
 
 def spin_waits(program: list[Instr]) -> list[bool]:

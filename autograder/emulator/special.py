@@ -253,6 +253,25 @@ _UNSPLIT = {  # the registers without .x .y .z
 }
 
 
+# The registers that read the same in every launch of a kernel that runs the same blocks of the
+# same grid, in blocks of the same shape with the same dynamic shared memory (a chunk kept for the
+# next launch of its shape, at the same place: ``chunk.Chunk.acquire``): an executor that read one
+# serves that launch too. Not %smid (drawn for every launch), %gridid (counted), the clocks, nor
+# the grid workspace (a cooperative launch's).
+PLACED = frozenset(
+    [
+        f"{base}.{axis}"
+        for base in ("%tid", "%ntid", "%ctaid", "%nctaid", "%clusterid", "%nclusterid")
+        for axis in AXES
+    ]
+    + [f"{base}.{axis}" for base in ("%cluster_ctaid", "%cluster_nctaid") for axis in AXES]
+    + ["%laneid", "%lanemask_eq", "%lanemask_lt", "%lanemask_le", "%lanemask_gt", "%lanemask_ge"]
+    + ["%warpid", "%nwarpid", "%nsmid", "%is_explicit_cluster", "%cluster_ctarank", "%cluster_nctarank"]
+    + ["%current_graph_exec", "%dynamic_smem_size", "%total_smem_size", "%aggr_smem_size"]
+    + [RESERVED + what for what in (*RESERVED_SMEM_OFFSETS, "cap")]
+)
+
+
 # ----- the clocks --------------------------------------------------------------------
 def clock_getter(name: str, chunk):
     """``get(idx)``: the clock register ``name`` (``isa.CLOCK_REGISTERS``) for lanes ``idx``
