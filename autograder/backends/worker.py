@@ -7,7 +7,9 @@ The grader waits for each answer no longer than the call's time limit: a call th
 outlives it kills the worker's whole process group (:class:`LaunchTimeout`), a worker that
 dies (segfault, ``os._exit``, memory) becomes :class:`LaunchFailure`, and the next call
 starts a fresh worker. Start-up time (imports, a CUDA context) is not charged
-to the kernel: the worker reports ready before the first call is timed.
+to the kernel: the worker reports ready before the first call is timed. A GPU worker's launches
+and timings hold its GPU's lock (``gpu_lock``: GPU tasks sharing a device take turns), taken
+before the call's time limit starts.
 
 Large arrays do not travel through the socket: a message's buffers of ``SHARED_BYTES`` or more
 (the inputs and outputs of a 2**26-element case, a timing request's input sets) are pickled out
@@ -48,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from autograder import contract
+from autograder.backends import gpu_lock
 from autograder.contract import (
     Backend,
     BackendError,
@@ -99,15 +102,25 @@ class WorkerBackend(Backend):
         self._process: subprocess.Popen | None = None
         self._conn: Connection | None = None
         self._starting = False  # spawned by prestart(), its ready message not read yet
+        self._device = gpu_lock.lock_path() if capabilities.runs_natively else None  # its GPU's lock
 
     def compile(self, program: Program) -> None:
         self._call("compile", program, self.compile_s)
 
     def launch(self, launch: Launch) -> LaunchResult:
-        return self._call("launch", launch, launch.time_limit_s)
+        return self._on_device("launch", launch, launch.time_limit_s)
 
     def time(self, request: TimingRequest) -> Timing:
-        return self._call("time", request, request.limit_s)
+        return self._on_device("time", request, request.limit_s)
+
+    def _on_device(self, method: str, argument, limit_s: float):
+        """A call that runs kernels: on a GPU, with the device to itself (``gpu_lock``), taken
+        once the worker is up and before the call's time limit starts."""
+        if self._device is None:
+            return self._call(method, argument, limit_s)
+        self._ensure_started()
+        with gpu_lock.held(self._device):
+            return self._call(method, argument, limit_s)
 
     def close(self) -> None:
         """Ask the worker to exit and wait (a watcher writes its report then); kill it past ``stop_s``.

@@ -1,0 +1,89 @@
+"""The GPU lock (``backends/gpu_lock.py``): GPU tasks sharing a device never run kernels at once,
+and waiting for the device never counts against a launch's time limit."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from autograder.backends import gpu_lock
+from autograder.backends.worker import WorkerBackend
+from autograder.contract import Buffer, Capabilities, Launch, Program, Scalar
+
+from .fake_backend import FakeBackend
+
+# records when it ran (CLOCK_MONOTONIC is the machine's, the same in every process)
+BUSY = (
+    "import time\n"
+    "def k(ctx, x, n):\n    x[0] = time.monotonic()\n    time.sleep(0.4)\n    x[1] = time.monotonic()\n"
+)
+ON_GPU = Capabilities(measures_time=True, runs_natively=True)
+
+
+def busy_launch(limit_s: float) -> Launch:
+    args = (Buffer("x", np.zeros(2, np.float64), is_output=True), Scalar("n", 2))
+    return Launch(Program(BUSY, "k.cu", "k"), (1, 1, 1), (1, 1, 1), args, time_limit_s=limit_s)
+
+
+def ran_side_by_side(capabilities: Capabilities, devices: tuple[str, str], monkeypatch) -> list[tuple]:
+    """Two graders' launches at once, each from its own worker on the GPUs ``devices`` name; when
+    each kernel ran."""
+    workers = []
+    for device in devices:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", device)  # as Ray sets it for a GPU task
+        workers.append(WorkerBackend(FakeBackend, "gpu", capabilities, compile_s=10))
+    ran: list[tuple] = []
+
+    def run(worker: WorkerBackend) -> None:
+        ran.append(tuple(worker.launch(busy_launch(limit_s=0.7)).outputs["x"]))
+
+    try:
+        for w in workers:
+            w.prestart()
+        for w in workers:
+            w._ensure_started()  # both up before either launches: only the kernels compete
+        threads = [threading.Thread(target=run, args=(w,)) for w in workers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for w in workers:
+            w.close()
+    assert len(ran) == 2, "a launch failed (timed out waiting for the device?)"
+    return sorted(ran)
+
+
+def overlap(ran: list[tuple]) -> bool:
+    (_, first_end), (second_start, _) = ran
+    return second_start < first_end
+
+
+def test_two_tasks_on_one_gpu_take_turns_and_the_wait_is_not_charged(monkeypatch, tmp_path):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    ran = ran_side_by_side(ON_GPU, ("0", "0"), monkeypatch)
+    assert not overlap(ran)  # and neither timed out, though the second ended 0.8 s in: limit 0.7
+
+
+def test_tasks_on_different_gpus_and_emulators_do_not_wait(monkeypatch, tmp_path):
+    """The same launches overlap where there is nothing to share: the test above can fail."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    assert overlap(ran_side_by_side(ON_GPU, ("0", "1"), monkeypatch))
+    assert overlap(ran_side_by_side(Capabilities(), ("0", "0"), monkeypatch))
+
+
+@pytest.mark.parametrize(
+    ("devices", "name"),
+    [
+        (None, "autograder-gpu-all.lock"),
+        ("0", "autograder-gpu-0.lock"),
+        ("GPU-1a/../b", "autograder-gpu-GPU-1a_.._b.lock"),
+    ],
+)
+def test_the_lock_file_is_named_after_the_visible_gpus(monkeypatch, tmp_path, devices, name):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    if devices is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", devices)
+    assert gpu_lock.lock_path() == tmp_path / name
