@@ -26,7 +26,8 @@ adds single figures of the host work for one 2**26-element case. Results and the
 ``bench/results/gpu-grading-time.md``.
 
 Usage (on the device: ``bash bench/device/grading_time.sh LABEL``, which installs and runs it):
-    python3 bench/gpu_grading_time.py [--assignments a,b] [--label before] [--out DIR] [--seed 1] [--host]
+    python3 bench/gpu_grading_time.py [--assignments a,b] [--label before] [--out DIR] [--seed 1] [--host] [--timed-only]
+``--timed-only`` grades the timed items alone, as a batch GPU task does (``grade --timed-only``).
 Without a GPU, ``--backend emulator`` tries the script itself.
 """
 
@@ -181,9 +182,10 @@ def profiled_make(name: str, stats_dir: str):
 # ---- one assignment, in a child process ---------------------------------------------------------
 
 
-def grade_one(name: str, stats_dir: Path, seed: int, backend: str) -> dict:
-    """Grade ``name``'s reference; called on this module by its importable name (``main``), so
-    that the workers unpickle ``profiled_make`` from it."""
+def grade_one(name: str, stats_dir: Path, seed: int, backend: str, timed_only: bool = False) -> dict:
+    """Grade ``name``'s reference (``timed_only``: its timed items alone, as a batch GPU task does,
+    with no emulator worker); called on this module by its importable name (``main``), so that the
+    workers unpickle ``profiled_make`` from it."""
     from autograder.backends.registry import Backends, backend_class
     from autograder.backends.worker import WorkerBackend
     from autograder.course import cases
@@ -212,15 +214,15 @@ def grade_one(name: str, stats_dir: Path, seed: int, backend: str) -> dict:
         factory = functools.partial(sys.modules[__name__].profiled_make, backend, str(stats_dir))
         return WorkerBackend(factory, backend, capabilities, compile_s=limits.compile_s, memory_mb=memory)
 
-    safety = worker("emulator")
-    grading = worker("gpu") if backend == "gpu" else safety
+    safety = worker(backend) if timed_only else worker("emulator")
+    grading = worker("gpu") if backend == "gpu" and not timed_only else safety
     for opened in {id(b): b for b in (grading, safety)}.values():
         if hasattr(opened, "prestart"):  # as open_backends does
             opened.prestart()
     started = time.perf_counter()
     try:
         graded = pipeline.grade_submission(
-            ROOT / "reference", course, Backends(grading, safety), seed, [name]
+            ROOT / "reference", course, Backends(grading, safety), seed, [name], timed_only=timed_only
         )
     finally:
         grading_s = time.perf_counter() - started
@@ -269,13 +271,13 @@ def breakdown(parent: dict, workers: list[dict], wall: float) -> dict[str, float
     return columns
 
 
-def run_child(name: str, seed: int, stats_dir: Path, backend: str) -> dict:
+def run_child(name: str, seed: int, stats_dir: Path, backend: str, timed_only: bool) -> dict:
     stats_dir.mkdir(parents=True, exist_ok=True)
     for old in stats_dir.glob("*.json"):
         old.unlink()
     started = time.perf_counter()
     command = [sys.executable, __file__, "--one", name, "--stats", str(stats_dir), "--seed", str(seed)]
-    subprocess.run([*command, "--backend", backend], check=True)
+    subprocess.run([*command, "--backend", backend, *(["--timed-only"] if timed_only else [])], check=True)
     wall = time.perf_counter() - started
     parent = json.loads((stats_dir / "grader.json").read_text())
     workers = [json.loads(p.read_text()) for p in stats_dir.glob("worker-*.json")]
@@ -380,13 +382,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--backend", default="gpu", help="gpu (default), or emulator to try this script")
     parser.add_argument("--host", action="store_true", help="also time the host work of one big case")
+    parser.add_argument("--timed-only", action="store_true", help="the timed items alone (a batch GPU task)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--stats", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         import gpu_grading_time  # this module by its importable name: the workers unpickle from it
 
-        result = gpu_grading_time.grade_one(args.one, args.stats, args.seed, args.backend)
+        result = gpu_grading_time.grade_one(args.one, args.stats, args.seed, args.backend, args.timed_only)
         (args.stats / "grader.json").write_text(json.dumps(result))
         return
     from autograder.course.folder import read_course
@@ -395,7 +398,7 @@ def main() -> None:
     stats_root = Path(os.environ.get("TMPDIR", "/tmp")) / "gpu-grading-time"
     rows = []
     for name in names:
-        rows.append(run_child(name, args.seed, stats_root / name, args.backend))
+        rows.append(run_child(name, args.seed, stats_root / name, args.backend, args.timed_only))
         c = rows[-1]["columns"]
         print(f"{name}: {c['wall']:.1f} s ({rows[-1]['score']:g}/{rows[-1]['points']:g})", flush=True)
     header = (

@@ -2,7 +2,8 @@
 # Where grading one assignment's reference on the GPU spends its time (bench/gpu_grading_time.py),
 # then optionally the GPU tests and selfcheck. Run on the device from the repository root with
 # `.whl` carried, after a call that carried `.whl-nvrtc` (setup.sh): the pinned NVRTC compiles.
-# Usage: bash bench/device/grading_time.sh LABEL [ASSIGNMENTS] [cli] [tests] [selfcheck]
+# Usage: [TIMED_ONLY=1] [HOST=] bash bench/device/grading_time.sh LABEL [ASSIGNMENTS] [cli] [tests] [selfcheck]
+# (TIMED_ONLY=1: the timed items alone, as a batch GPU task grades them; HOST= leaves out --host)
 set -uo pipefail
 OUT=${OUT:-/tmp/grading-time-out}
 LABEL=${1:-run}
@@ -12,7 +13,8 @@ source bench/device/setup.sh
 nproc; grep MemTotal /proc/meminfo
 
 section "grading time ($LABEL)"
-"$PY" bench/gpu_grading_time.py --label "$LABEL" --out "$OUT" --host ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"}
+"$PY" bench/gpu_grading_time.py --label "$LABEL" --out "$OUT" ${HOST-"--host"} ${TIMED_ONLY:+--timed-only} \
+    ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"}
 
 if [[ " $* " == *" cli "* ]]; then
     section "the plain command, no profiling"
