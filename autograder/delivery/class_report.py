@@ -658,10 +658,15 @@ def item_panel(item: dict, results: list[dict]) -> Panel:
 
 
 def ratio_panel(item: dict, values: list[float]) -> Panel:
-    low = min([*values, item["full_at"], 1.0]) / 1.25
-    high = max([*values, item["zero_at"]]) * 1.25
+    """An item's ratios on a log axis around the reference and the rubric's thresholds. A ratio
+    the axis cannot place is drawn at its edge: 0 (a count where the student's kernel made none,
+    a bank conflict say) at the left, infinity (the reference made none) at the right."""
+    placed = [v for v in values if 0 < v < math.inf]
+    low = min([*placed, item["full_at"], 1.0]) / 1.25
+    high = max([*placed, item["zero_at"]]) * 1.25
+    drawn_ = [min(max(v, low), high) for v in values if not math.isnan(v)]
     xlabel = f"{item['metric']}: student / reference"
-    return Panel(item["name"], values, low, high, xlabel, full_at=item["full_at"], zero_at=item["zero_at"])
+    return Panel(item["name"], drawn_, low, high, xlabel, full_at=item["full_at"], zero_at=item["zero_at"])
 
 
 def short_name(name: str, assignment: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -227,6 +228,16 @@ def test_a_ratio_panel_draws_the_rubric_thresholds_on_a_log_axis():
     assert axes.get_xlim()[0] < 0.9 and axes.get_xlim()[1] > 5.0
     fig.draw_without_rendering()
     assert {f"1{x}", f"1.5{x}", f"3{x}"} <= {t.get_text() for t in axes.get_xticklabels()}
+
+
+def test_ratios_a_log_axis_cannot_place_are_drawn_at_its_edges():
+    """A count ratio of 0 (the student's kernel made no bank conflict) broke the whole class
+    report (ZeroDivisionError on the log axis's bins); infinity and NaN likewise."""
+    item = {"name": "t", "metric": "bank_conflicts", "full_at": 1.0, "zero_at": 4.0}
+    panel = class_report.ratio_panel(item, [0.0, 0.5, 2.0, math.inf, math.nan])
+    assert 0 < panel.low < 0.5 and panel.high == 4.0 * 1.25
+    assert panel.values == [panel.low, 0.5, 2.0, panel.high]
+    class_report.drawn([panel], 1).draw_without_rendering()
 
 
 def test_finding_patterns_forget_location_and_numbers():
