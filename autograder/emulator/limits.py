@@ -34,6 +34,7 @@ thread count is checked when the barrier is reached (``barriers.py``)."""
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass
 
@@ -192,7 +193,7 @@ def check_function(function: Function, launch: Launch) -> None:
     """Raise the :class:`LaunchFailure` of a launch the driver refuses for what the kernel's cubin
     says (its launch bounds, its registers), if any."""
     _check_geometry(tuple(launch.grid), tuple(launch.block))
-    threads = int(np.prod(launch.block))
+    threads = math.prod(launch.block)
     source = launch.program
     launched = f"the assignment launches it in blocks of {counted(threads, 'thread')} {tuple(launch.block)}"
     if function.bound is not None and threads > function.bound:
@@ -218,7 +219,7 @@ def _check_geometry(grid, block) -> None:
     """Refuse launches a GPU refuses (CUDA's limits for compute capability 9.0)."""
     if min(*grid, *block) < 1:
         raise LaunchFailure(f"invalid launch: grid {grid} and block {block} must be positive")
-    if int(np.prod(block)) > MAX_BLOCK_THREADS or block[0] > 1024 or block[1] > 1024 or block[2] > 64:
+    if math.prod(block) > MAX_BLOCK_THREADS or block[0] > 1024 or block[1] > 1024 or block[2] > 64:
         raise LaunchFailure(f"invalid launch: a block of {block} threads exceeds 1024 threads (or 64 in z)")
     if grid[1] > 65535 or grid[2] > 65535 or grid[0] > 2**31 - 1:
         raise LaunchFailure(f"invalid launch: grid {grid} is too large")
