@@ -106,7 +106,7 @@ from autograder.emulator.ptx import Kernel
 from autograder.emulator.registers import RegisterLayout, register_types, storage_dtype
 from autograder.emulator.scheduler import Scheduler
 from autograder.emulator.shared import Shared
-from autograder.emulator.special import PLACED, LaunchRegisters, reserved_shared
+from autograder.emulator.special import PLACED, LaunchRegisters, ShapeRegisters, reserved_shared
 from autograder.errors import AutograderError
 
 DEFAULT_BUDGET = 4_000_000_000  # lane instructions per launch
@@ -179,6 +179,7 @@ class Decoded:
     shared: Shared = field(compare=False)  # the executors its small chunks share (shared.py)
     # small chunks a launch left, by shape, for the next launch of that shape (Chunk.acquire)
     shells: dict = field(default_factory=dict, compare=False)
+    frames: dict = field(default_factory=dict, compare=False)  # its launches' frames by shape (frame)
 
 
 @functools.lru_cache(maxsize=32)
@@ -232,6 +233,60 @@ def decode_launchable(ptx: str, lowered_name: str, program: Program) -> Decoded:
     return decoded
 
 
+FRAMES_PER_KERNEL = 64  # shapes whose frames a decoded kernel keeps (then it starts over)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What a launch of a decoded kernel needs that depends on its shape alone: the layout of a
+    block's shared memory, a thread's local frame and where its variables lie in it, the special
+    registers the shape fixes; worked out once per shape (``launch_frame``), read-only."""
+
+    layout: SharedLayout
+    local_size: int
+    local_offsets: dict[str, int]
+    registers: ShapeRegisters
+
+    @classmethod
+    def of(cls, decoded: Decoded, launch: Launch) -> Frame:
+        variables = decoded.kernel.variables
+        used = static_shared_bytes(variables)
+        if launch.shared_bytes:
+            used = dynamic_shared_start(variables) + launch.shared_bytes
+        offsets: dict[str, int] = {}
+        offset = 0
+        for var in variables:
+            if var.space == "local":
+                offsets[var.name] = offset
+                offset += (var.size + 15) // 16 * 16
+        return cls(
+            SharedLayout(decoded.shared_variables, launch.shared_bytes),
+            local_bytes(variables),
+            offsets,
+            ShapeRegisters.of(tuple(launch.grid), tuple(launch.block), used, launch.shared_bytes),
+        )
+
+
+def launch_frame(decoded: Decoded, launch: Launch) -> Frame:
+    """The frame of ``launch``'s shape, once ``limits.check_launch`` has passed it: a launch of the
+    same grid, block, dynamic shared memory, cooperation and number of arguments passes as well
+    (what else it checks is the kernel's)."""
+    shape = (
+        tuple(launch.grid),
+        tuple(launch.block),
+        launch.shared_bytes,
+        launch.cooperative,
+        len(launch.args),
+    )
+    frame = decoded.frames.get(shape)
+    if frame is None:
+        check_launch(decoded.kernel.variables, decoded.kernel.params, launch)
+        if len(decoded.frames) >= FRAMES_PER_KERNEL:
+            decoded.frames.clear()
+        frame = decoded.frames[shape] = Frame.of(decoded, launch)
+    return frame
+
+
 class Machine:
     """One launch: global memory, parameters, findings, counters, and the chunks' runs."""
 
@@ -245,7 +300,7 @@ class Machine:
         self.reductions, self.counted = decoded.reductions, decoded.counted
         self.grid = tuple(launch.grid)
         self.block = tuple(launch.block)
-        check_launch(self.kernel.variables, self.kernel.params, launch)
+        frame = launch_frame(decoded, launch)
         self.threads = math.prod(self.block)
         self.n_blocks = math.prod(self.grid)
         self.log = FindingLog(self.filename, self.program)
@@ -258,14 +313,10 @@ class Machine:
         self.memory = GlobalMemory()
         self.symbols: dict[str, int] = {}
         self._place_arguments()
-        self.layout = SharedLayout(decoded.shared_variables, launch.shared_bytes)
-        self.local_size = local_bytes(self.kernel.variables)
+        self.layout, self.local_size = frame.layout, frame.local_size
         self.shadow_unit = decoded.shadow_unit
-        self._local_offsets()
-        used = static_shared_bytes(self.kernel.variables)
-        if launch.shared_bytes:
-            used = dynamic_shared_start(self.kernel.variables) + launch.shared_bytes
-        self.special = LaunchRegisters(self.grid, self.block, used, launch.shared_bytes)
+        self.symbols.update(frame.local_offsets)
+        self.special = LaunchRegisters(frame.registers)
 
     # ----- setup -------------------------------------------------------------
     def _place_arguments(self) -> None:
@@ -287,13 +338,6 @@ class Machine:
                 data = np.zeros(max(var.size, 1), np.uint8)  # limits.py caps their size
                 data[: len(var.init or b"")] = np.frombuffer(var.init or b"", np.uint8)
                 self.symbols[var.name] = self.memory.add(Region(var.name, data, "variable", var.space))
-
-    def _local_offsets(self) -> None:
-        offset = 0
-        for var in self.kernel.variables:
-            if var.space == "local":
-                self.symbols[var.name] = offset
-                offset += (var.size + 15) // 16 * 16
 
     def symbol_value(self, name: str) -> int:
         if name in self.layout.offset:

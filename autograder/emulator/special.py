@@ -89,6 +89,7 @@ import functools
 import itertools
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -117,27 +118,43 @@ NOT_EMULATED = {
 _launches = itertools.count(1)  # %gridid: launches of this process
 
 
-class LaunchRegisters:
-    """The launch-wide part of the special registers: which SM runs each block, where each
-    SM's clock stands, the timer's epoch, the shared-memory sizes; and the cycles the
-    launch's finished chunks took. Random draws are new for every launch (a student can
-    neither predict nor seed them), as a GPU's values are; they are drawn when the kernel
-    first reads a register that depends on them (most never do)."""
+@dataclass(frozen=True)
+class ShapeRegisters:
+    """The part of the special registers a launch's shape fixes (its grid, its block, its shared
+    memory): the warps of a block, the blocks an SM holds, the cycles per instruction, the
+    shared-memory sizes; worked out once per shape (``machine.Frame``), read-only."""
 
-    def __init__(self, grid, block, used_smem: int, dynamic_smem: int):
-        self.warps_per_block = (math.prod(block) + 31) // 32
-        n_blocks = math.prod(grid)
-        self.blocks_per_sm = max(1, min(BLOCK_SLOTS, WARP_SLOTS // self.warps_per_block))
-        per_sm = min(WARP_SLOTS, -(-n_blocks // SM_COUNT) * self.warps_per_block)
-        self.cpi = LONE_WARP_CPI + per_sm // 6
-        self.epoch_ns = time.time_ns()
-        self.gridid = next(_launches)
-        self.elapsed = 0  # cycles of the launch's finished chunks
-        self.sizes = {
+    warps_per_block: int
+    blocks_per_sm: int
+    cpi: int
+    sizes: dict[str, np.uint32]
+
+    @classmethod
+    def of(cls, grid, block, used_smem: int, dynamic_smem: int) -> ShapeRegisters:
+        warps_per_block = (math.prod(block) + 31) // 32
+        per_sm = min(WARP_SLOTS, -(-math.prod(grid) // SM_COUNT) * warps_per_block)
+        sizes = {
             "%dynamic_smem_size": np.uint32(dynamic_smem),
             "%total_smem_size": np.uint32(-(-used_smem // SMEM_UNIT) * SMEM_UNIT),
             "%aggr_smem_size": np.uint32(used_smem + RESERVED_SMEM),
         }
+        blocks_per_sm = max(1, min(BLOCK_SLOTS, WARP_SLOTS // warps_per_block))
+        return cls(warps_per_block, blocks_per_sm, LONE_WARP_CPI + per_sm // 6, sizes)
+
+
+class LaunchRegisters:
+    """The launch-wide part of the special registers: which SM runs each block, where each
+    SM's clock stands, the timer's epoch, the shared-memory sizes (``shape``'s); and the cycles
+    the launch's finished chunks took. Random draws are new for every launch (a student can
+    neither predict nor seed them), as a GPU's values are; they are drawn when the kernel
+    first reads a register that depends on them (most never do)."""
+
+    def __init__(self, shape: ShapeRegisters):
+        self.warps_per_block, self.blocks_per_sm = shape.warps_per_block, shape.blocks_per_sm
+        self.cpi, self.sizes = shape.cpi, shape.sizes
+        self.epoch_ns = time.time_ns()
+        self.gridid = next(_launches)
+        self.elapsed = 0  # cycles of the launch's finished chunks
 
     @functools.cached_property
     def rng(self) -> np.random.Generator:
