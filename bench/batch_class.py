@@ -13,12 +13,15 @@ results.json and report.json must be identical to the batch's, volatile fields (
 aside, and on a GPU the items its GPU tasks graded aside. A re-run must find every submission
 current (and starts no Ray). On a GPU it also prints the GPU busy time (what the TA reports'
 ``gpu.busy_s`` add up to: how long the GPU tasks held a GPU) and submissions per GPU-hour, of
-the GPUs' wall time (``--gpus``, default ``nvidia-smi``'s count) and of their busy time.
+the GPUs' wall time (``--gpus``, default ``nvidia-smi``'s count) and of their busy time, and how
+far the timed ratios of the class's copies of reference kernels (each should be 1) spread under
+the batch's load; ``--tasks-per-gpu`` is batch's.
 Prints a Markdown table; ``--record FILE`` appends it with the date; ``--sample 0`` leaves out
 the comparison.
 
     python3 bench/batch_class.py [--size 300] [--sample 10] [--record bench/results/batch.md]
-    python3 bench/batch_class.py --backend gpu --whole --size 40 --record bench/results/batch-gpu.md
+    python3 bench/batch_class.py --backend gpu --whole --size 40 [--tasks-per-gpu 3] \
+        --record bench/results/batch-gpu.md
 """
 
 from __future__ import annotations
@@ -111,12 +114,12 @@ class Sampler(threading.Thread):
             self.peak = max(self.peak, tree_rss_mb(self.root))
 
 
-def run_batch(export: Path, out: Path, backend: str) -> tuple[float, str, float]:
+def run_batch(export: Path, out: Path, backend: str, extra: list[str]) -> tuple[float, str, float]:
     """Wall time, the last line printed, and the peak resident memory of the batch's processes.
     What the batch prints is passed on to stderr as it comes, each line with the seconds since
     the start, so a run stopped early still shows how far it got."""
     command = [sys.executable, "-m", "autograder", "batch", str(export), "--out", str(out)]
-    command += ["--course", str(ROOT), "--backend", backend]
+    command += ["--course", str(ROOT), "--backend", backend, *extra]
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
     sampler = Sampler(process.pid)
@@ -163,11 +166,44 @@ def on_gpu(report: dict) -> frozenset[str]:
 
 
 def gpu_busy_s(out: Path) -> float:
-    """How long the class's GPU tasks held a GPU: the TA reports' ``gpu.busy_s`` added up."""
+    """How long the class's GPU tasks held a GPU: the TA reports' ``gpu.busy_s`` added up, each
+    times its task's ``share`` of the GPU (``--tasks-per-gpu``)."""
     total = 0.0
     for report in out.glob("*/report.json"):
-        total += json.loads(report.read_text()).get("gpu", {}).get("busy_s", 0.0)
+        gpu = json.loads(report.read_text()).get("gpu", {})
+        total += gpu.get("busy_s", 0.0) * gpu.get("share", 1.0)
     return total
+
+
+def reference_ratios(export: Path, out: Path) -> dict[tuple[str, str], list[float]]:
+    """The timed ratios of the submitted copies of reference kernels, by assignment and case:
+    each should be 1, so their spread is the timing's under the batch's load."""
+    ratios: dict[tuple[str, str], list[float]] = {}
+    for report in out.glob("*/report.json"):
+        for item in json.loads(report.read_text()).get("items", []):
+            name, cases = item["assignment"], item["evidence"].get("ratio", {}).get("cases", [])
+            kernel = export / report.parent.name / f"{name}.cu"
+            if (
+                item["check"] != "performance"
+                or kernel.read_bytes() != (ROOT / "reference" / f"{name}.cu").read_bytes()
+            ):
+                continue
+            for case in cases:
+                ratios.setdefault((name, json.dumps(case["case"])), []).append(case["ratio"])
+    return ratios
+
+
+def ratio_rows(ratios: dict[tuple[str, str], list[float]]) -> list[str]:
+    """The reference copies' ratios: how far any is from 1, and how far copies of one case spread."""
+    if not ratios:
+        return []
+    every = [r for values in ratios.values() for r in values]
+    spread = max((max(v) - min(v)) / (sum(v) / len(v)) for v in ratios.values())
+    return [
+        f"| timed ratios of the reference copies | {len(every)} over {len(ratios)} cases: "
+        f"max |ratio - 1| {100 * max(abs(r - 1) for r in every):.2f} %, "
+        f"largest spread of one case's copies {100 * spread:.2f} % |"
+    ]
 
 
 def gpu_count() -> int:
@@ -207,13 +243,18 @@ def main() -> None:
     parser.add_argument("--backend", default="emulator", choices=("emulator", "gpu"))
     parser.add_argument("--whole", action="store_true", help="each submission: a kernel of every assignment")
     parser.add_argument("--gpus", type=int, default=None, help="GPUs of the cluster (default: nvidia-smi's)")
+    parser.add_argument(
+        "--tasks-per-gpu", type=int, default=1, help="GPU tasks sharing a GPU (batch's option)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)
         export, out = make_class(args.size, scratch, args.whole), scratch / "out"
-        wall, summary, peak_mb = run_batch(export, out, args.backend)
+        extra = ["--tasks-per-gpu", str(args.tasks_per_gpu)] if args.backend == "gpu" else []
+        wall, summary, peak_mb = run_batch(export, out, args.backend, extra)
         busy_s = gpu_busy_s(out)
-        rerun, rerun_summary, _ = run_batch(export, out, args.backend)
+        ratios = reference_ratios(export, out)
+        rerun, rerun_summary, _ = run_batch(export, out, args.backend, extra)
         different = differs_alone(export, out, args.sample, scratch) if args.sample else []
     each = "a kernel of every assignment each" if args.whole else "one kernel each, all nine assignments"
     gpu_rows = []
@@ -221,15 +262,17 @@ def main() -> None:
         gpus = args.gpus or gpu_count()
         per_busy = f"{args.size / busy_s * 3600:.0f}" if busy_s else "-"
         gpu_rows = [
-            f"| GPUs | {gpus} |",
+            f"| GPUs | {gpus}, {args.tasks_per_gpu} GPU task(s) sharing each |",
             f"| GPU busy time (its GPU tasks held a GPU) | {busy_s:.0f} s of {gpus * wall:.0f} s "
             f"(GPUs x wall time): {100 * busy_s / (gpus * wall):.0f} % |",
             f"| submissions per GPU-hour (GPUs x wall time) | {args.size / (gpus * wall) * 3600:.0f} |",
             f"| submissions per GPU-hour (GPU busy time) | {per_busy} |",
+            *ratio_rows(ratios),
         ]
     table = "\n".join(
         [
-            f"`bench/batch_class.py --size {args.size}{' --whole' if args.whole else ''}`, "
+            f"`bench/batch_class.py --size {args.size}{' --whole' if args.whole else ''}"
+            f"{f' --tasks-per-gpu {args.tasks_per_gpu}' if args.backend == 'gpu' else ''}`, "
             f"{datetime.date.today()}, {platform.node()}, "
             f"{os.cpu_count()} cores, {args.backend} backend, embedded Ray",
             "",

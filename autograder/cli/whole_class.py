@@ -41,8 +41,16 @@ from autograder.delivery import class_table
 @click.option(
     "--only", multiple=True, help="Regrade this student (name, SID, email or folder) even if current."
 )
+@click.option(
+    "--tasks-per-gpu",
+    type=click.IntRange(1, 16),
+    default=1,
+    show_default=True,
+    help="GPU tasks sharing each GPU: one's host work overlaps another's GPU work; they take turns "
+    "on the GPU itself, so timings never overlap (docs/batch.md).",
+)
 @log_level_option
-def batch(source, out, course_root, backend, assignments, seed, address, only):
+def batch(source, out, course_root, backend, assignments, seed, address, only, tasks_per_gpu):
     """Grade a whole class on Ray: a Gradescope export (zip or folder) or a folder of submissions.
 
     Each submission is graded exactly as `autograder grade` grades it, into OUT/<submission>/;
@@ -59,6 +67,7 @@ def batch(source, out, course_root, backend, assignments, seed, address, only):
         seed=class_batch.class_seed(out, seed),
         assignments=names,
         limit_s=course.rubric.limits.submission_s,
+        tasks_per_gpu=tasks_per_gpu,
     )
     with tempfile.TemporaryDirectory() as scratch:
         try:

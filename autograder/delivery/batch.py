@@ -100,6 +100,7 @@ class Settings:
     assignments: tuple[str, ...] = ()
     limit_s: float = 900.0
     course_key: str = field(default="", compare=False)
+    tasks_per_gpu: int = 1  # GPU tasks sharing one GPU, taking turns on it (``gpu_lock``)
 
     @property
     def gpus(self) -> int:
@@ -205,7 +206,8 @@ def time_files(course: dict[str, bytes], files: dict[str, bytes], seed: int, set
     ran and how long it held the GPU."""
     ran_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     done = _grade_in_scratch(course, files, seed, settings, settings.backend, ["--timed-only"])
-    return {**done, "gpu": {"ran_at": ran_at, "busy_s": round(done["elapsed_s"], 3)}}
+    held = {"ran_at": ran_at, "busy_s": round(done["elapsed_s"], 3), "share": 1 / settings.tasks_per_gpu}
+    return {**done, "gpu": held}
 
 
 def timed_answer(timed: dict, backend: str) -> dict:
@@ -227,7 +229,8 @@ def with_gpu_part(done: dict, timed: dict) -> dict:
         report = json.loads(files["report.json"])
         files["report.json"] = (json.dumps({**report, "gpu": gpu}, indent=2, default=str) + "\n").encode()
     if "report.md" in files:
-        held = f"{gpu['ran_at']}, holding it {gpu['busy_s']:.1f} s ({gpu['status']})"
+        shared = "" if gpu.get("share", 1) == 1 else f", a 1/{round(1 / gpu['share'])} share taking turns"
+        held = f"{gpu['ran_at']}, holding it {gpu['busy_s']:.1f} s{shared} ({gpu['status']})"
         files["report.md"] += f"\nThe timed items ran on a GPU at {held}.\n".encode()
     log = timed["files"].get("grade.log", b"")
     files["grade.log"] = files.get("grade.log", b"") + b"\n--- the GPU task (grade --timed-only) ---\n" + log
@@ -552,7 +555,7 @@ def start_ray(address: str | None, settings: Settings, course_key: str) -> Setti
     return settings
 
 
-def _task(function: Callable, cpus: int, gpus: int):
+def _task(function: Callable, cpus: int, gpus: float):
     """``function`` as a Ray task holding ``cpus`` and ``gpus``, retried by Ray when its worker dies."""
     import ray  # the batch extra; imported first by ``start_ray``
 
@@ -581,7 +584,7 @@ class Tasks:
     def of(cls, settings: Settings) -> Tasks:
         if not settings.gpus:
             return cls(_task(grade_files, 1, 0))
-        return cls(_task(grade_files, 1, 0), _task(time_files, 0, settings.gpus))
+        return cls(_task(grade_files, 1, 0), _task(time_files, 0, settings.gpus / settings.tasks_per_gpu))
 
     def submit(self, course_ref, files: dict[str, bytes], seed: int, settings: Settings):
         """A submission's grading, submitted; the reference to its (CPU) task's answer."""
