@@ -28,6 +28,8 @@ knows the spec."""
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import pairwise
+from operator import mul
 
 import numpy as np
 
@@ -182,27 +184,31 @@ def _row_wavefronts(rel: np.ndarray) -> tuple[int, int]:
 
 class LineRows:
     """The counters' rows of a kernel, worked out once per kernel from ``line_of`` (each
-    instruction's source line, -1 for none): the distinct lines, and the instructions grouped by
-    line (``order``, each line's group starting at ``starts``), so that a launch sums its counts
-    per instruction by line with one ``np.add.reduceat``."""
+    instruction's source line, -1 for none) and ``flops_per_lane``: the distinct lines, and the
+    instructions grouped by line (``order``, line ``k``'s at ``spans[k]``) with their flops per
+    lane (``flops[k]``; empty where none does any), so that a launch sums its counts per
+    instruction by line without a pass over every line for every instruction."""
 
     def __init__(self, line_of: np.ndarray, flops_per_lane: np.ndarray):
         self.line_of: list[int] = line_of.tolist()
         numbers, where = np.unique(line_of, return_inverse=True)
         self.numbers: list[int] = numbers.tolist()
-        self.order = np.argsort(where, kind="stable")
-        self.starts = np.searchsorted(where[self.order], np.arange(numbers.size))
-        self.flops = flops_per_lane[self.order]
+        order = np.argsort(where, kind="stable")
+        self.order: list[int] = order.tolist()
+        ends: list[int] = np.bincount(where, minlength=numbers.size).cumsum().tolist()
+        self.spans = list(pairwise([0, *ends]))
+        flops = flops_per_lane[order].tolist()
+        self.flops = [tuple(flops[s:e]) if any(flops[s:e]) else () for s, e in self.spans]
 
-    def sums(self, lanes: list[int], warps: list[int]) -> np.ndarray:
-        """Per line, the lane and warp instructions and flops of its instructions (``lanes`` and ``warps``
-        each ran; flops: lanes times each one's flops per lane), as a 3 x lines array; exact
-        (integers)."""
-        counts = np.array((lanes, warps, lanes), np.int64)[:, self.order]
-        counts[2] *= self.flops
-        if not self.numbers:
-            return counts
-        return np.add.reduceat(counts, self.starts, axis=1)
+    def sums(self, lanes: list[int], warps: list[int]) -> list[tuple[int, int, int]]:
+        """Per line: the lane instructions, warp instructions and flops of its instructions
+        (``lanes`` and ``warps``: each one's; flops: its lanes times its flops per lane)."""
+        lanes = [lanes[i] for i in self.order]
+        warps = [warps[i] for i in self.order]
+        return [
+            (sum(lanes[s:e]), sum(warps[s:e]), sum(map(mul, lanes[s:e], flops)))
+            for (s, e), flops in zip(self.spans, self.flops, strict=True)
+        ]
 
 
 class Tally:
@@ -221,12 +227,8 @@ class Tally:
         """Per source line (lines that counted nothing left out, and the instructions of no
         line, which count in the total only) and in total."""
         sums = rows.sums(self.lanes, self.warps)
-        totals = _row(sums.sum(axis=1).tolist())
-        by_line = {
-            line: _row(counts)
-            for line, counts in zip(rows.numbers, zip(*sums.tolist(), strict=True), strict=True)
-            if any(counts)
-        }
+        totals = _row([sum(column) for column in zip(*sums, strict=True)] if sums else (0, 0, 0))
+        by_line = {line: _row(counts) for line, counts in zip(rows.numbers, sums, strict=True) if any(counts)}
         line_of = rows.line_of
         for i, moved in self.events.items():
             line = line_of[i]
