@@ -8,8 +8,9 @@ outlives it kills the worker's whole process group (:class:`LaunchTimeout`), a w
 dies (segfault, ``os._exit``, memory) becomes :class:`LaunchFailure`, and the next call
 starts a fresh worker. Start-up time (imports, a CUDA context) is not charged
 to the kernel: the worker reports ready before the first call is timed. A GPU worker's launches
-and timings hold its GPU's lock (``gpu_lock``: GPU tasks sharing a device take turns), taken
-before the call's time limit starts.
+and timings hold its GPU's lock (``gpu_lock``: GPU tasks sharing a device take turns) from the
+moment their arguments are in the worker until their answer is ready, and the call's time limit
+starts once the lock is held.
 
 Large arrays do not travel through the socket: a message's buffers of ``SHARED_BYTES`` or more
 (the inputs and outputs of a 2**26-element case, a timing request's input sets) are pickled out
@@ -69,6 +70,7 @@ from autograder.errors import AutograderError
 NOTHING = Capabilities()
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # where ``autograder`` imports from
 SHARED_BYTES = 1 << 20  # buffers from this size travel in shared memory, not through the socket
+GO = b"G"  # after a call that runs kernels on a GPU: the grader holds the GPU's lock now
 _ALIGN = 4096  # each buffer's offset in the shared file: page-aligned arrays
 
 
@@ -108,19 +110,10 @@ class WorkerBackend(Backend):
         self._call("compile", program, self.compile_s)
 
     def launch(self, launch: Launch) -> LaunchResult:
-        return self._on_device("launch", launch, launch.time_limit_s)
+        return self._call("launch", launch, launch.time_limit_s, self._device)
 
     def time(self, request: TimingRequest) -> Timing:
-        return self._on_device("time", request, request.limit_s)
-
-    def _on_device(self, method: str, argument, limit_s: float):
-        """A call that runs kernels: on a GPU, with the device to itself (``gpu_lock``), taken
-        once the worker is up and before the call's time limit starts."""
-        if self._device is None:
-            return self._call(method, argument, limit_s)
-        self._ensure_started()
-        with gpu_lock.held(self._device):
-            return self._call(method, argument, limit_s)
+        return self._call("time", request, request.limit_s, self._device)
 
     def close(self) -> None:
         """Ask the worker to exit and wait (a watcher writes its report then); kill it past ``stop_s``.
@@ -135,11 +128,19 @@ class WorkerBackend(Backend):
             self._process.wait(timeout=self.stop_s)
         self._stop()
 
-    def _call(self, method: str, argument, limit_s: float):
+    def _call(self, method: str, argument, limit_s: float, device: Path | None = None):
+        """``method(argument)`` in the worker, its answer awaited ``limit_s``. With ``device`` (a
+        GPU's lock, ``gpu_lock``) the call runs kernels: the worker receives it (its arrays moved
+        into shared memory, mapped) first, then waits for the go, which is given once the GPU is
+        this process's alone; the limit starts there, so the wait for the GPU is never charged."""
         self._ensure_started()
         try:
-            send(self._conn, (method, argument))
-            if not self._conn.poll(limit_s):
+            send(self._conn, (method, argument, device is not None))
+            with gpu_lock.held(device) if device else contextlib.nullcontext():
+                if device:
+                    self._conn.send_bytes(GO)
+                answered = self._conn.poll(limit_s)
+            if not answered:
                 self._stop()
                 raise _timeout(method, limit_s)
             answer = receive(self._conn)
@@ -247,7 +248,9 @@ def serve(fd: int) -> None:
     conn.send(("ok", None))
     with contextlib.suppress(EOFError):  # the grader went away
         while (message := receive(conn)) is not None:
-            method, argument = message
+            method, argument, gated = message
+            if gated:
+                conn.recv_bytes()  # the go: the grader holds the GPU now
             try:
                 send(conn, ("ok", getattr(backend, method)(argument)))
             except Exception as e:  # everything goes back to the grader (an unpicklable answer too)

@@ -2,12 +2,14 @@
 and waiting for the device never counts against a launch's time limit."""
 
 import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from autograder.backends import gpu_lock
-from autograder.backends.worker import WorkerBackend
+from autograder.backends.worker import SHARED_BYTES, WorkerBackend
 from autograder.contract import Buffer, Capabilities, Launch, Program, Scalar
 
 from .fake_backend import FakeBackend
@@ -87,3 +89,28 @@ def test_the_lock_file_is_named_after_the_visible_gpus(monkeypatch, tmp_path, de
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", devices)
     assert gpu_lock.lock_path() == tmp_path / name
+
+
+def test_a_launchs_arrays_reach_its_worker_while_another_task_holds_the_gpu(monkeypatch, tmp_path):
+    """Moving a case's arrays into the worker is host work: it overlaps the GPU's holder's turn,
+    and only the kernel waits for the GPU."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    worker = WorkerBackend(FakeBackend, "gpu", ON_GPU, compile_s=10)
+    data = np.random.default_rng(1).random(SHARED_BYTES // 8 * 4)  # not one value: it travels as bytes
+    big = Buffer("x", data, is_output=True)  # in shared memory
+    launch = Launch(Program(BUSY, "k.cu", "k"), (1, 1, 1), (1, 1, 1), (big, Scalar("n", 2)), time_limit_s=5)
+    try:
+        worker._ensure_started()
+        with gpu_lock.held(gpu_lock.lock_path()):  # another task's turn on the GPU
+            thread = threading.Thread(target=worker.launch, args=(launch,))
+            thread.start()
+            maps = Path(f"/proc/{worker._process.pid}/maps")
+            deadline = time.monotonic() + 10
+            while "autograder-message" not in maps.read_text() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert "autograder-message" in maps.read_text()  # mapped by the worker, kernel not run
+            assert thread.is_alive()
+        thread.join()
+    finally:
+        worker.close()
