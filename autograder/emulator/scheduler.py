@@ -6,9 +6,10 @@ The scheduler alternates two steps. ``_next_group`` picks the lanes at the lowes
 lanes that yielded at a spin-wait have their turn, and releasing barriers, when nothing else
 can run); ``_run`` runs them together, converged, from that PC on: no masks and no PC arrays
 per instruction, a register-only instruction over every lane where they are all the chunk's
-runnable lanes, a guard every lane passes costing a count, not a lane list, until they part (a
-branch some take, an exit or a barrier some reach) or reach the lowest PC of the other
-runnable lanes. Their PCs are written back only then.
+runnable lanes (or the others all wait to exit: ``_others_exit``), a guard every lane passes
+costing a count, not a lane list, until they part (a branch some take, an exit or a barrier
+some reach) or reach the lowest PC of the other runnable lanes. Their PCs are written back
+only then.
 
 The lanes' states live on the chunk (``status``, ``pc``, ``wait_pc``, ``exit_pc``: ``barriers.py``
 reads and releases them); the scheduler makes them when it starts and moves lanes between them."""
@@ -28,7 +29,8 @@ NO_LANES.setflags(write=False)
 YIELDED = 1 << 32  # added to the PC of lanes yielding at a spin-wait (below BIG: they can run)
 
 # Lanes that run together: (their PC, the lanes (None: every lane of the chunk), how many, their
-# warps, dense (they are all the chunk's runnable lanes), the lowest PC of the other runnable lanes)
+# warps, dense (they are all the chunk's runnable lanes, or the others wait to exit), the lowest
+# PC of the other runnable lanes)
 Group = tuple[int, np.ndarray | None, int, int, bool, int]
 # Lanes of a group that run an instruction: (the lanes (None: every lane), how many, their warps)
 Selected = tuple[np.ndarray | None, int, int]
@@ -46,6 +48,7 @@ class Scheduler:
         chunk.exit_pc = np.full(n, -1, np.int64)  # per lane: the branch to the exit it took, or the exit
         decoded = chunk.m.decoded
         self.targets, self.leaves, self.spins = decoded.targets, decoded.leaves, decoded.spins
+        self.kinds, self.program = decoded.kinds, decoded.program
         self.n_run = n  # the lanes that can run: neither waiting nor exited
         self.steps = 0  # the scheduler's steps (an instruction, or a choice of lanes)
         self.cur = 0  # the instruction the last group reached
@@ -220,7 +223,24 @@ class Scheduler:
                 act_warps = ch.n_warps if act is None else warp_count(ch.warp_of[act])
                 return int(low), act, n_run, act_warps, not (status == WAIT).any(), NEVER
             # the lanes at the lowest PC run alone until they reach the next lowest
-            return int(low), sel, sel.size, warp_count(ch.warp_of[sel]), False, int(pc[pc != low].min())
+            stop_at = int(pc[pc != low].min())
+            dense = self._others_exit(stop_at, n_run - sel.size)
+            return int(low), sel, sel.size, warp_count(ch.warp_of[sel]), dense, stop_at
+
+    def _others_exit(self, at: int, others: int) -> bool:
+        """Do the ``others`` runnable lanes outside the group all wait at ``at`` to exit (an exit
+        no guard holds back), no lane waiting at a barrier? Then their registers are dead and the
+        group's register-only instructions run over every lane of the chunk, as where they have
+        exited (the lanes out of bounds of a ragged launch wait at the kernel's exit while the
+        others run its loop)."""
+        ch = self.ch
+        return (
+            at < len(self.kinds)
+            and self.kinds[at] == EXIT
+            and self.program[at].guard is None
+            and int(np.count_nonzero(ch.pc == at)) == others
+            and not (ch.status == WAIT).any()
+        )
 
     def _stop(self, lanes: np.ndarray, i: int, kind: int) -> None:
         """Lanes leave the runnable set: they exit, or wait at a barrier."""
