@@ -119,6 +119,12 @@ class Scheduler:
                     run(sel)
                 cur = i + 1
             elif kind == BRA:
+                if 0 < sel_n < act_n and self._skips(i, stop_at):  # the others run what the taken skip
+                    self.steps = steps + 1  # as if the lanes parted and the others were chosen
+                    left = self._skipped(i, g(), act, left)
+                    steps = self.steps + 1  # as if they met the taken lanes and all were chosen
+                    cur = self.targets[i]
+                    continue
                 taken = self._branch(i, sel, sel_n, act, act_n, stop_at)
                 if taken is None:
                     break
@@ -180,6 +186,23 @@ class Scheduler:
         ch.pc[ch.all_lanes if act is None else act] = i + 1
         ch.pc[sel] = target
         return None
+
+    def _skips(self, i: int, stop_at: int) -> bool:
+        """Does branch ``i`` skip forward, before ``stop_at``, over instructions that neither
+        branch nor stop (a load some lanes make, ``c ? a[i] : 0``)? Where some lanes take it, the
+        others run those instructions alone (``_skipped``) and all go on together from its target,
+        as they would after parting there and meeting again, without the two choices of lanes."""
+        target = self.targets[i]
+        if not i + 1 < target < stop_at or self.leaves[i] or self.spins[i]:
+            return False
+        return all(kind <= SIDE for kind in self.kinds[i + 1 : target])
+
+    def _skipped(self, i: int, passes: np.ndarray, act: np.ndarray | None, left: int) -> int:
+        """The lanes of ``act`` (None: every lane) that do not take branch ``i`` (its guard
+        ``passes``) run up to its target (``_skips``); returns the lane instructions left."""
+        rest = np.flatnonzero(~passes) if act is None else act[~passes[act]]
+        target = self.targets[i]
+        return self._run((i + 1, rest, rest.size, warp_count(self.ch.warp_of[rest]), False, target), left)
 
     def _stop_some(
         self, i: int, kind: int, sel: np.ndarray | None, sel_n: int, act: np.ndarray | None, act_n: int

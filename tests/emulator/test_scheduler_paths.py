@@ -6,7 +6,10 @@ a shortcut must count the steps it saves.
 - Register-only instructions of a group of lanes run over the whole chunk where every other
   runnable lane waits at an unguarded exit and none at a barrier (``Scheduler._others_exit``):
   the lanes past the end of a ragged launch wait at the kernel's exit while the others run its
-  loop. Without it, every such group runs on its own lanes."""
+  loop. Without it, every such group runs on its own lanes.
+- A branch some lanes take forward over instructions that neither branch nor stop (a load some
+  lanes skip) is run by the others alone, all going on together from its target
+  (``Scheduler._skips``). Without it, the lanes part at the branch and meet at the target."""
 
 from __future__ import annotations
 
@@ -59,6 +62,43 @@ extern "C" __global__ void shared(const float* x, const int* n, float* y, int* c
         a = a * 0.5f + 1.0f;
         k += i * t;
     }
+    y[t] = a;
+    c[t] = k;
+}
+"""
+
+SKIP = r"""
+// Loads some lanes skip (c ? x[i] : 0 branches around the load), one reaching past the end of
+// x for some lanes (a finding), and a clock read after them.
+extern "C" __global__ void skip(const float* x, const int* n, float* y, int* c, int size) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    long long start = clock64();
+    float a = 0.0f;
+    for (int i = 0; i < n[t % 32]; ++i) {
+        a += t + i < size ? x[t + i] : 0.0f;
+        a *= (t ^ i) % 3 ? x[(t * 7 + i) % size] : 0.5f;
+    }
+    float past = t % 5 != 1 ? x[t + 2] : 1.0f;
+    y[t] = a + past;
+    c[t] = (int)(clock64() - start);
+}
+"""
+
+JUMP = r"""
+// Some lanes jump to mid, then some of the others skip past it: lanes wait inside the code
+// that the branch skips, so the others must stop there and not run on to its target.
+extern "C" __global__ void jump(const float* x, const int* n, float* y, int* c, int size) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    float a = x[t];
+    int k = n[t];
+    if (t % 4 == 0) goto mid;
+    if (k > 4) goto end;
+    a = a * x[(t + k) % size] + x[(t * 3) % size];
+    k += (int)x[(t + 5) % size];
+mid:
+    a += x[(t + 1) % size];
+    k *= (int)x[(t * 5) % size];
+end:
     y[t] = a;
     c[t] = k;
 }
@@ -118,6 +158,10 @@ def _compare(monkeypatch, shortcut: str, cases: list[tuple[str, str]]) -> None:
 
 def test_groups_beside_lanes_waiting_to_exit_report_as_on_their_own_lanes(monkeypatch):
     _compare(monkeypatch, "_others_exit", [(LOOP, "loop"), (SHARED, "shared")])
+
+
+def test_lanes_running_what_others_skip_report_as_after_parting(monkeypatch):
+    _compare(monkeypatch, "_skips", [(SKIP, "skip"), (JUMP, "jump")])
 
 
 def _scheduler(pcs: list[int], waiting: int = 0, guarded: bool = False) -> scheduler.Scheduler:
