@@ -48,19 +48,30 @@ def warp_rows(ch, idx, instruction: str = "wmma") -> np.ndarray:
     return rows
 
 
-def _regs(ch, operand: Operand) -> list[np.ndarray]:
+Fragment = np.ndarray | list[np.ndarray]  # a fragment's registers: rows of one table, or each apart
+
+
+def _regs(ch, operand: Operand, halves: bool) -> Fragment:
+    """A fragment's registers: one (registers, lanes) view where they are consecutive rows of
+    one table (as declared, mostly: gathered and scattered at once), else each register."""
     if not isinstance(operand, Vec):
         raise Unsupported("wmma fragment operand")
-    return [ch.registers.reg(r.name) for r in operand.items]
+    block = ch.registers.consecutive(operand.items, np.uint32 if halves else np.float32)
+    return [ch.registers.reg(r.name) for r in operand.items] if block is None else block
 
 
 def _halves(fragment_type: str) -> bool:
     return fragment_type in ("f16", "bf16")
 
 
-def _gather_fragment(regs: list[np.ndarray], rows: np.ndarray, halves: bool) -> np.ndarray:
+def _gather_fragment(regs: Fragment, rows: np.ndarray, halves: bool) -> np.ndarray:
     """Registers of each warp -> (warps, 256) float32 matrix elements."""
     w = rows.shape[0]
+    if isinstance(regs, np.ndarray):  # one gather of every register (half the time)
+        if not halves:
+            return regs[:, rows].transpose(1, 0, 2).astype(np.float32).reshape(w, ELEMENTS)
+        pairs = np.ascontiguousarray(regs[:4, rows], "<u4").view("<f2").reshape(4, w, 32, 2)  # low half 1st
+        return pairs.transpose(1, 0, 3, 2).astype(np.float32).reshape(w, ELEMENTS)
     by_slot = np.empty((w, 8, 32), np.float32)
     if halves:
         for r in range(4):
@@ -73,9 +84,15 @@ def _gather_fragment(regs: list[np.ndarray], rows: np.ndarray, halves: bool) -> 
     return by_slot.reshape(w, ELEMENTS)
 
 
-def _scatter_fragment(regs: list[np.ndarray], rows: np.ndarray, values: np.ndarray, halves: bool) -> None:
+def _scatter_fragment(regs: Fragment, rows: np.ndarray, values: np.ndarray, halves: bool) -> None:
     """(warps, 256) elements -> the registers of each warp's lanes."""
     by_slot = values.reshape(-1, 8, 32)
+    if isinstance(regs, np.ndarray):  # every register at once
+        if halves:  # register r holds elements 2r and 2r + 1 (mod 8)
+            bits = by_slot.astype(np.float16).view(np.uint16).astype(np.uint32)
+            by_slot = (bits[:, 0::2] | (bits[:, 1::2] << 16))[:, np.arange(len(regs)) % 4]
+        regs[:, rows] = by_slot.transpose(1, 0, 2)
+        return
     if halves:
         bits = by_slot.astype(np.float16).view(np.uint16).astype(np.uint32)
         for r in range(len(regs)):
@@ -111,7 +128,7 @@ def _build_transfer(ins: Instr, ch, write: bool) -> Executor:
     """``wmma.load`` (``write`` False) or ``wmma.store``: one 16 x 16 tile per warp."""
     halves = _halves(ins.type)
     fragment, pointer = (ins.operands[1], ins.operands[0]) if write else ins.operands[:2]
-    regs = _regs(ch, fragment)
+    regs = _regs(ch, fragment, halves)
     access = Access(ins, ch, space_of(ins))
     get_addr = ch.address(pointer)
     get_stride = _stride_getter(ins, ch, 2)
@@ -143,8 +160,9 @@ def _build_transfer(ins: Instr, ch, write: bool) -> Executor:
 
 
 def _build_mma(ins, ch):
-    d, a, b, c = (_regs(ch, o) for o in ins.operands[:4])
     d_type, c_type = ins.types[-2], ins.types[-1]
+    d, c = _regs(ch, ins.operands[0], _halves(d_type)), _regs(ch, ins.operands[3], _halves(c_type))
+    a, b = (_regs(ch, o, True) for o in ins.operands[1:3])
 
     def run(idx):
         rows = warp_rows(ch, idx)
