@@ -7,7 +7,9 @@ functions (``inline.py``), decode (here)."""
 
 from __future__ import annotations
 
+import functools
 import re
+from functools import partial
 
 from autograder.emulator.inline import inline_calls
 from autograder.emulator.isa import SPECIAL_REGISTERS, TYPES, Addr, Imm, Instr, Operand, Reg, Sreg, Sym, Vec
@@ -26,13 +28,15 @@ def decode_ptx(ptx: str, lowered_name: str, filename: str) -> tuple[Kernel, list
 
 
 def decode(kernel: Kernel) -> list[Instr]:
-    program = [_instr(k, s.text, s.line, kernel.labels, kernel.registers) for k, s in enumerate(kernel.body)]
+    operand = functools.cache(partial(_operand, registers=kernel.registers))  # operands recur: decoded once
+    program = [_instr(k, s.text, s.line, kernel.labels, operand) for k, s in enumerate(kernel.body)]
     for ins, statement in zip(program, kernel.body, strict=True):
         ins.calls = statement.calls
     return program
 
 
-def _instr(index: int, text: str, line: int | None, labels: dict[str, int], registers) -> Instr:
+def _instr(index: int, text: str, line: int | None, labels: dict[str, int], operand) -> Instr:
+    """Instruction ``index``, its ``text`` decoded (``operand``: an operand's text -> the operand)."""
     guard = None
     body = text.strip()
     if body.startswith("@"):
@@ -41,7 +45,7 @@ def _instr(index: int, text: str, line: int | None, labels: dict[str, int], regi
     parts = body.split(None, 1)
     opcode = parts[0]
     op, *mods = opcode.split(".")
-    operands = tuple(_operand(o, registers) for o in _split_operands(parts[1])) if len(parts) > 1 else ()
+    operands = tuple(operand(o) for o in _split_operands(parts[1])) if len(parts) > 1 else ()
     types = tuple(m for m in mods if m in TYPES)
     ins = Instr(index, op, tuple(mods), types, operands, guard, line, text.strip())
     if op == "bra" and operands and isinstance(operands[0], Sym):
