@@ -30,9 +30,10 @@ from autograder.emulator.special import clock_getter
 from autograder.emulator.special import read as read_special
 
 CLOCKS = frozenset(Sreg(name) for name in CLOCK_REGISTERS)
-# a chunk whose registers take at most this is kept for the next launch of its shape (a block of
-# the tensor-core GEMM is 3.8 MB: at 2 MB its launches built every executor each time, 12% slower)
-SHELL_BYTES = 4 << 20
+# a chunk whose registers take at most this is kept for the next launch of its shape (at 4 MB, a
+# block of the tensor-core GEMM, 3.8 MB, is kept too: its launches 11% faster, but the grading's
+# peak memory 254 -> 315 MB, shells of every kernel's larger shapes kept with their memos)
+SHELL_BYTES = 2 << 20
 SHELLS_PER_KERNEL = 2  # shapes kept per decoded kernel (machine.decoded_kernel keeps 32 kernels)
 
 Value = np.ndarray | np.generic
