@@ -216,7 +216,7 @@ def decoded_kernel(ptx: str, lowered_name: str, filename: str) -> Decoded:
         fma_runs(program, kernel.registers),
         LineRows(line_of, flops),
         movable,
-        [placed(kind, ins) for kind, ins in zip(kinds, program, strict=True)],
+        [moves or placed(kind, ins) for moves, kind, ins in zip(movable, kinds, program, strict=True)],
         Shared(program, kinds, movable, layout),
     )
 
@@ -420,9 +420,9 @@ def placed(kind: int, ins: Instr) -> bool:
     """Does the executor of ``ins`` hold nothing of a launch but its chunk's registers and the
     special registers its blocks fix (``special.PLACED``: ``%tid``, ``%ctaid``, ...), so that it
     serves the next launch of the same shape that runs the same blocks of the same grid
-    (``Chunk.acquire``)? A portable one does, and so does a register-only instruction that reads
-    such special registers too (``mov.u32 %r1, %tid.x``, which a small launch built anew)."""
-    return portable(kind, ins) or (kind == PURE and _registers_only(ins.operands, PLACED))
+    (``Chunk.acquire``)? A register-only instruction that reads such special registers does
+    (``mov.u32 %r1, %tid.x``, which a small launch built anew), as a portable one does."""
+    return kind == PURE and _registers_only(ins.operands, PLACED)
 
 
 def _registers_only(operands, special: frozenset[str] = frozenset()) -> bool:

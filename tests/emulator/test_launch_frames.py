@@ -30,7 +30,7 @@ extern "C" __global__ void sizes(unsigned* o) {
 
 def _sizes(shared_bytes: int):
     result = launch(SIZES, "sizes", 1, 32, [out("o", 96, np.uint32)], shared_bytes=shared_bytes)
-    return result.outputs["o"].tobytes(), [f.message for f in result.findings], result.counters.totals
+    return result.outputs["o"].tobytes(), [f.message for f in result.findings], result.counters
 
 
 def test_launches_differing_only_in_dynamic_shared_memory_each_get_their_own():
