@@ -126,15 +126,17 @@ class RegisterFile:
     def consecutive(self, operands: Sequence[Operand | None], dtype) -> np.ndarray | None:
         """Registers ``operands`` as one (len, lanes) view of ``dtype``, where they are
         consecutive rows of one table (a vector load's destinations, mostly); else None."""
-        if not all(type(o) is Reg and not o.negate and o.name in self.slots for o in operands):
+        slots = self.slots
+        places = [slots.get(o.name) if type(o) is Reg and not o.negate else None for o in operands]
+        if None in places:
             return None
-        rows = [self.row(o.name) for o in operands]  # type: ignore[union-attr]
-        table, first = rows[0]
-        if any(t is not table or k != first + j for j, (t, k) in enumerate(rows)):
+        t, first = places[0]  # type: ignore[misc]
+        if places != [(t, first + j) for j in range(len(places))]:
             return None
+        table = self.tables[t]
         if table.dtype.itemsize != np.dtype(dtype).itemsize:
             return None
-        return table[first : first + len(rows)].view(dtype)
+        return table[first : first + len(places)].view(dtype)
 
     def scratch(self, dtype, rows: int = 0, slot: int = 0) -> np.ndarray:
         """A temporary register of ``dtype`` that executors share, or ``rows`` of them (a run
