@@ -30,9 +30,9 @@ from autograder.emulator.special import clock_getter
 from autograder.emulator.special import read as read_special
 
 CLOCKS = frozenset(Sreg(name) for name in CLOCK_REGISTERS)
-# a chunk whose registers take at most this is kept for the next launch of its shape (at 4 MB, a
-# block of the tensor-core GEMM, 3.8 MB, is kept too: its launches 11% faster, but the grading's
-# peak memory 254 -> 315 MB, shells of every kernel's larger shapes kept with their memos)
+# a chunk whose registers take at most this is kept for the next launch of its shape, one of a
+# single block twice this (_shell_bytes); at 4 MB for every chunk the grading's peak memory went
+# 254 -> 315 MB (the shells of every kernel's larger shapes, kept with their memos)
 SHELL_BYTES = 2 << 20
 SHELLS_PER_KERNEL = 2  # shapes kept per decoded kernel (machine.decoded_kernel keeps 32 kernels)
 
@@ -97,7 +97,7 @@ class Chunk(Lanes):
         self._sregs.clear()
         self._launch_constants.clear()
         self.clock_start = None
-        if self.n * m.decoded.register_bytes <= SHELL_BYTES and not m.launch.cooperative:
+        if self.n * m.decoded.register_bytes <= _shell_bytes(self.n_blocks) and not m.launch.cooperative:
             self.plan.keep(m.decoded.placed)
             del self.m, self.shared, self.local
             shells = m.decoded.shells
@@ -177,6 +177,14 @@ class Chunk(Lanes):
             except KeyError:
                 raise Unsupported(f"special register {name} is not supported by the emulator") from None
         return self._sregs[name]
+
+
+def _shell_bytes(n_blocks: int) -> int:
+    """The most registers a chunk of ``n_blocks`` kept for its shape's next launch may hold: a
+    single block's chunk is the one a kernel's small cases all run in, and a block of the
+    tensor-core GEMM holds 3.8 MB (rebuilt for each launch, its 22 launches in a grading took
+    0.2 s more; kept, the grading's peak memory is unchanged)."""
+    return 2 * SHELL_BYTES if n_blocks == 1 else SHELL_BYTES
 
 
 def _shape(machine: Machine, n_blocks: int) -> tuple:
