@@ -26,7 +26,8 @@ adds single figures of the host work for one 2**26-element case. Results and the
 ``bench/results/gpu-grading-time.md``.
 
 Usage (on the device: ``bash bench/device/grading_time.sh LABEL``, which installs and runs it):
-    python3 bench/gpu_grading_time.py [--assignments a,b] [--label before] [--out DIR] [--seed 1] [--host] [--timed-only]
+    python3 bench/gpu_grading_time.py [--assignments a,b] [--label before] [--out DIR] [--seed 1] [--host]
+        [--timed-only]
 ``--timed-only`` grades the timed items alone, as a batch GPU task does (``grade --timed-only``).
 Without a GPU, ``--backend emulator`` tries the script itself.
 """

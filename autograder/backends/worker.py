@@ -134,16 +134,18 @@ class WorkerBackend(Backend):
         into shared memory, mapped) first, then waits for the go, which is given once the GPU is
         this process's alone; the limit starts there, so the wait for the GPU is never charged."""
         self._ensure_started()
+        conn = self._conn
+        assert conn is not None  # _ensure_started started it
         try:
-            send(self._conn, (method, argument, device is not None))
+            send(conn, (method, argument, device is not None))
             with gpu_lock.held(device) if device else contextlib.nullcontext():
                 if device:
-                    self._conn.send_bytes(GO)
-                answered = self._conn.poll(limit_s)
+                    conn.send_bytes(GO)
+                answered = conn.poll(limit_s)
             if not answered:
                 self._stop()
                 raise _timeout(method, limit_s)
-            answer = receive(self._conn)
+            answer = receive(conn)
         except (EOFError, OSError) as e:
             raise LaunchFailure(self._death_message(method)) from e
         except BaseException:  # Ctrl-C, SIGTERM: the worker is busy and its answer would be stale

@@ -18,6 +18,7 @@ from autograder.cli.shared import (
     optional,
 )
 from autograder.delivery import class_table
+from autograder.delivery.batch import TASKS_PER_GPU
 
 
 @click.command()
@@ -44,7 +45,7 @@ from autograder.delivery import class_table
 @click.option(
     "--tasks-per-gpu",
     type=click.IntRange(1, 16),
-    default=1,
+    default=TASKS_PER_GPU,
     show_default=True,
     help="GPU tasks sharing each GPU: one's host work overlaps another's GPU work; they take turns "
     "on the GPU itself, so timings never overlap (docs/batch.md).",
