@@ -10,17 +10,18 @@ hang or a memory blow-up of one submission stays in its process, and the verdict
 command's), and returns the files ``grade`` wrote. Nothing but the installed package has to
 be on a worker: no shared file system.
 
-Ray does the distribution (``docs/batch.md``): ``ray.init()`` starts an embedded cluster
-sized to this machine, ``--address`` joins a real one. Emulator grading is one task asking for
-one CPU. On a GPU a submission is two tasks (:class:`Tasks`), so that the GPU waits for no
-compile or emulator check: a GPU task (:func:`time_files`, one GPU, so two timings never share a
-device) grades its timed items alone (``grade --timed-only``), and a CPU task
-(:func:`grade_files`) then grades it on the emulator as Gradescope does and takes the timed
-items from the GPU task's answer as Gradescope takes a GPU service's (``grade --gpu-answer``,
-``gpu_service.answered``); the TA report records when the GPU part ran and how long it held the
-GPU. A task whose worker or node dies is retried by Ray (``MAX_RETRIES``); a submission that
-still fails, or that ``grade`` itself could not grade, gets the fallback ``results.json`` (every
-item 0 with the reason) and is listed as failed.
+Ray does the distribution (``docs/batch.md``): ``ray.init()`` starts an embedded cluster sized
+to this machine, ``--address`` joins a real one. Emulator grading is one task asking for one
+CPU. On a GPU a submission is two tasks (:class:`Tasks`), so that the GPU waits for no compile
+or emulator check: a GPU task (:func:`time_files`, a share of a GPU: ``tasks_per_gpu`` of them
+take turns on it through ``gpu_lock``, so two timings never overlap) grades its timed items
+alone (``grade --timed-only``), and a CPU task (:func:`grade_files`) then grades it on the
+emulator as Gradescope does and takes the timed items from the GPU task's answer as Gradescope
+takes a GPU service's (``grade --gpu-answer``, ``gpu_service.answered``); the TA report records
+when the GPU part ran and how long it held the GPU. A task whose worker or node dies is retried
+by Ray (``MAX_RETRIES``); a submission that still fails, or that ``grade`` itself could not
+grade, gets the fallback ``results.json`` (every item 0 with the reason) and is listed as
+failed.
 
 ``DIR/<submission>/`` holds ``results.json``, ``report.json``, ``report.md``, ``grade.log``
 (what ``grade`` printed, for the instructor), ``source/`` (the files it graded, for the class
@@ -107,8 +108,8 @@ class Settings:
 
     @property
     def gpus(self) -> int:
-        """GPUs a grading holds: one when grading on a GPU, so two timings never share one. In a
-        batch, only its GPU task holds it (:class:`Tasks`)."""
+        """GPUs a grading holds: one when grading on a GPU. In a batch, only its GPU task holds a
+        GPU, and ``tasks_per_gpu`` of them share it (:class:`Tasks`)."""
         return 1 if holds_a_gpu(self.backend) else 0
 
 
