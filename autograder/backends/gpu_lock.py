@@ -11,8 +11,9 @@ It is an advisory ``flock`` on a file of the temporary folder named after the GP
 process sees (``CUDA_VISIBLE_DEVICES``, which Ray sets for each task to the GPU it gave it;
 unset, it names every GPU). The operating system releases it when its holder exits or is
 killed, so a worker stopped in an endless kernel never leaves it held. The grader takes it
-before it hands the call to its worker (``worker.WorkerBackend``), so the time spent waiting
-for it never counts against a launch's time limit.
+once its worker has the call's arguments, and only then lets the worker start and the call's
+time limit run (``worker.WorkerBackend``): moving a case's arrays is not the GPU's work, and the
+time spent waiting for the GPU never counts against a launch's time limit.
 """
 
 from __future__ import annotations
