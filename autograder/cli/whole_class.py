@@ -117,7 +117,7 @@ def batch_progress(total: int):
             failed += outcome.status == "failed"
             progress.update(bar, advance=1, running=running, failed=failed)
             why = f": {outcome.reason}" if outcome.reason else ""
-            gpu = f" (GPU {outcome.gpu_s:.1f} s)" if outcome.gpu_s is not None else ""
+            gpu = f" (GPU task {outcome.gpu_s:.1f} s)" if outcome.gpu_s is not None else ""
             progress.console.print(
                 f"{outcome.status:<7} {outcome.submission.id} {outcome.elapsed_s:.0f} s{gpu}{why}"
             )

@@ -92,7 +92,7 @@ class Outcome:
     status: str  # "graded", "failed", "current" or "refused" (export.name_problem)
     reason: str | None = None
     elapsed_s: float = 0.0
-    gpu_s: float | None = None  # how long its GPU task held the GPU (None: it had none)
+    gpu_s: float | None = None  # how long its GPU task ran, its turns on a shared GPU too (None: it had none)
 
 
 @dataclass(frozen=True)
