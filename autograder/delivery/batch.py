@@ -112,6 +112,12 @@ class Settings:
         GPU, and ``tasks_per_gpu`` of them share it (:class:`Tasks`)."""
         return 1 if holds_a_gpu(self.backend) else 0
 
+    @property
+    def gpu_share(self) -> float:
+        """What a task that runs kernels asks Ray for: its share of a GPU, ``tasks_per_gpu`` of
+        them taking turns on each (``gpu_lock``); none off a GPU."""
+        return self.gpus / self.tasks_per_gpu
+
 
 # --- what a task needs ------------------------------------------------------------------
 
@@ -569,9 +575,9 @@ def _task(function: Callable, cpus: int, gpus: float):
 
 
 def whole_task(settings: Settings):
-    """A whole grading (:func:`grade_files`) as one task holding what its backend needs: each
-    job of ``autograder serve``."""
-    return _task(grade_files, 1, settings.gpus)
+    """A whole grading (:func:`grade_files`) as one task holding a CPU and its share of a GPU:
+    each job of ``autograder serve``, whose emulator checks overlap other jobs' turns on the GPU."""
+    return _task(grade_files, 1, settings.gpu_share)
 
 
 @dataclass(frozen=True)
@@ -588,7 +594,7 @@ class Tasks:
     def of(cls, settings: Settings) -> Tasks:
         if not settings.gpus:
             return cls(_task(grade_files, 1, 0))
-        return cls(_task(grade_files, 1, 0), _task(time_files, 0, settings.gpus / settings.tasks_per_gpu))
+        return cls(_task(grade_files, 1, 0), _task(time_files, 0, settings.gpu_share))
 
     def submit(self, course_ref, files: dict[str, bytes], seed: int, settings: Settings):
         """A submission's grading, submitted; the reference to its (CPU) task's answer."""

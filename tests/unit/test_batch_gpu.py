@@ -187,3 +187,20 @@ def test_the_report_says_when_the_gpu_part_ran_and_how_long_it_held_the_gpu(cour
         .endswith(b"(grade --timed-only) ---\nok 1 / 1 vec performance (perf)\n")
     )
     assert outcome.gpu_s == 4.25 and outcome.status == "graded"
+
+
+@pytest.mark.parametrize(("backend", "share"), [("gpu", 1 / 3), ("emulator", 0.0)])
+def test_tasks_that_run_kernels_ask_ray_for_their_share_of_a_gpu(monkeypatch, backend, share):
+    """Batch's GPU tasks and the service's jobs each ask for a third of a GPU (they take turns on it
+    through gpu_lock); a CPU task, and anything on the emulator, for none."""
+    asked = {}
+    monkeypatch.setattr(
+        batch, "_task", lambda function, cpus, gpus: asked.setdefault(function.__name__, (cpus, gpus))
+    )
+    settings = batch.Settings(backend, seed=1)
+    batch.Tasks.of(settings)
+    if backend == "gpu":
+        assert asked.pop("time_files") == (0, share)  # no CPU: it never waits behind CPU tasks
+    assert asked.pop("grade_files") == (1, 0)
+    batch.whole_task(settings)
+    assert asked == {"grade_files": (1, share)}
