@@ -313,13 +313,19 @@ def _pickled(value, buffer_callback=None) -> bytes:
 
 class _Pickler(pickle.Pickler):
     """Protocol 5, and a large array holding one value throughout (an output poisoned with NaN
-    before its launch) travels as that value: no bytes to copy, the receiver fills it again."""
+    before its launch) travels as that value: no bytes to copy, the receiver fills it again. A
+    small array of numbers travels as its bytes, its type's name and its shape (``_small``):
+    numpy's own reduction took 9 µs an array, most of a small launch's pickling."""
 
     def reducer_override(self, obj):
-        if type(obj) is np.ndarray and obj.nbytes >= SHARED_BYTES:
+        if type(obj) is not np.ndarray:
+            return NotImplemented
+        if obj.nbytes >= SHARED_BYTES:
             word = _constant(obj)
-            if word is not None:
-                return _filled, (obj.shape, obj.dtype, word)
+            return NotImplemented if word is None else (_filled, (obj.shape, obj.dtype, word))
+        if obj.flags.c_contiguous and obj.dtype.kind in "biufc" and obj.dtype.isbuiltin == 1:
+            data = bytearray(obj) if obj.flags.writeable else obj.tobytes()
+            return _small, (data, obj.dtype.str, obj.shape)
         return NotImplemented
 
 
@@ -333,6 +339,12 @@ def _constant(array: np.ndarray) -> int | None:
     if not (words[:4096] == first).all() or not (words == first).all():  # random data fails at once
         return None
     return int(first)
+
+
+def _small(data: bytes | bytearray, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The array ``_Pickler`` sent as its bytes: writable where it was (``data`` a bytearray),
+    as numpy's own unpickling makes it."""
+    return np.frombuffer(data, dtype).reshape(shape)
 
 
 def _filled(shape: tuple[int, ...], dtype: np.dtype, word: int) -> np.ndarray:

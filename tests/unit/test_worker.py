@@ -1,5 +1,6 @@
 import contextlib
 import os
+import pickle
 import signal
 import threading
 import time
@@ -238,6 +239,45 @@ def test_large_arrays_cross_in_shared_memory_bit_for_bit():
         got = received[name]
         assert (got.dtype, got.shape, got.flags.writeable) == (sent.dtype, sent.shape, True), name
         assert got.tobytes() == sent.tobytes(), name
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+SMALL_ARRAYS = {
+    "float32": np.random.default_rng(1).random(7, np.float32),
+    "matrix": np.arange(12, dtype=np.int64).reshape(3, 4),
+    "fortran": np.asfortranarray(np.arange(12, dtype=np.uint16).reshape(3, 4)),
+    "strided": np.arange(10, dtype=np.float64)[::2],
+    "read_only": _read_only(np.arange(5, dtype=np.int32)),
+    "empty": np.zeros(0, np.int8),
+    "scalar": np.array(3.5, np.float16),
+    "bools": np.array([True, False]),
+    "complex": np.array([1 + 2j], np.complex64),
+    "big_endian": np.arange(3, dtype=">i4"),
+    "record": np.zeros(2, [("a", np.int32), ("b", np.float32)]),
+    "objects": np.array([1, "x"], object),
+}
+
+
+@pytest.mark.parametrize("name", SMALL_ARRAYS)
+def test_small_arrays_cross_as_numpy_would_send_them(name):
+    sent = SMALL_ARRAYS[name]
+    left, right = Pipe()
+    try:
+        send(left, ("ok", {name: sent}))
+        got = receive(right)[1][name]
+    finally:
+        left.close()
+        right.close()
+    expected = pickle.loads(pickle.dumps(sent, protocol=5))
+    flags = ("WRITEABLE", "C_CONTIGUOUS", "F_CONTIGUOUS")
+    assert (got.dtype, got.shape) == (expected.dtype, expected.shape)
+    assert [got.flags[f] for f in flags] == [expected.flags[f] for f in flags]
+    assert got.tobytes() == expected.tobytes() or name == "objects"
+    assert got.tolist() == sent.tolist()
 
 
 def test_a_large_launch_runs_in_the_worker(worker):
