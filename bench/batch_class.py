@@ -263,7 +263,8 @@ def main() -> None:
         per_busy = f"{args.size / busy_s * 3600:.0f}" if busy_s else "-"
         gpu_rows = [
             f"| GPUs | {gpus}, {args.tasks_per_gpu} GPU task(s) sharing each |",
-            f"| GPU busy time (its GPU tasks held a GPU) | {busy_s:.0f} s of {gpus * wall:.0f} s "
+            f"| GPU busy time (its GPU tasks' time x their share of a GPU) | {busy_s:.0f} s of "
+            f"{gpus * wall:.0f} s "
             f"(GPUs x wall time): {100 * busy_s / (gpus * wall):.0f} % |",
             f"| submissions per GPU-hour (GPUs x wall time) | {args.size / (gpus * wall) * 3600:.0f} |",
             f"| submissions per GPU-hour (GPU busy time) | {per_busy} |",
