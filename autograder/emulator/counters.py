@@ -184,9 +184,9 @@ def _row_wavefronts(rel: np.ndarray) -> tuple[int, int]:
 
 class LineRows:
     """The counters' rows of a kernel, worked out once per kernel from ``line_of`` (each
-    instruction's source line, -1 for none) and ``flops_per_lane``: the distinct lines, and the
-    instructions grouped by line (``order``, line ``k``'s at ``spans[k]``) with their flops per
-    lane (``flops[k]``; empty where none does any), so that a launch sums its counts per
+    instruction's source line, -1 for none) and ``flops_per_lane``: the distinct lines in order
+    (``numbers``), the instructions of each (``members[k]``) with their flops per lane
+    (``flops[k]``; empty where none does any), so that a launch sums its counts per
     instruction by line without a pass over every line for every instruction."""
 
     def __init__(self, line_of: np.ndarray, flops_per_lane: np.ndarray):
@@ -194,20 +194,18 @@ class LineRows:
         numbers, where = np.unique(line_of, return_inverse=True)
         self.numbers: list[int] = numbers.tolist()
         order = np.argsort(where, kind="stable")
-        self.order: list[int] = order.tolist()
         ends: list[int] = np.bincount(where, minlength=numbers.size).cumsum().tolist()
-        self.spans = list(pairwise([0, *ends]))
-        flops = flops_per_lane[order].tolist()
-        self.flops = [tuple(flops[s:e]) if any(flops[s:e]) else () for s, e in self.spans]
+        members = [order[s:e] for s, e in pairwise([0, *ends])]
+        self.members: list[list[int]] = [m.tolist() for m in members]
+        self.flops = [tuple(flops_per_lane[m].tolist()) if flops_per_lane[m].any() else () for m in members]
 
     def sums(self, lanes: list[int], warps: list[int]) -> list[tuple[int, int, int]]:
         """Per line: the lane instructions, warp instructions and flops of its instructions
         (``lanes`` and ``warps``: each one's; flops: its lanes times its flops per lane)."""
-        lanes = [lanes[i] for i in self.order]
-        warps = [warps[i] for i in self.order]
+        lane, warp = lanes.__getitem__, warps.__getitem__
         return [
-            (sum(lanes[s:e]), sum(warps[s:e]), sum(map(mul, lanes[s:e], flops)))
-            for (s, e), flops in zip(self.spans, self.flops, strict=True)
+            (sum(map(lane, members)), sum(map(warp, members)), sum(map(mul, map(lane, members), flops)))
+            for members, flops in zip(self.members, self.flops, strict=True)
         ]
 
 
@@ -227,19 +225,27 @@ class Tally:
         """Per source line (lines that counted nothing left out, and the instructions of no
         line, which count in the total only) and in total."""
         sums = rows.sums(self.lanes, self.warps)
+        moved = self._moved_by_line(rows.line_of)
         totals = _row([sum(column) for column in zip(*sums, strict=True)] if sums else (0, 0, 0))
-        by_line = {line: _row(counts) for line, counts in zip(rows.numbers, sums, strict=True) if any(counts)}
-        line_of = rows.line_of
-        for i, moved in self.events.items():
-            line = line_of[i]
-            row = by_line.get(line)
-            if row is None:
-                row = by_line[line] = _row((0, 0, 0))
-            for name, value in moved.items():
-                row[name] += value
+        for events in moved.values():
+            for name, value in events.items():
                 totals[name] += value
-        kept = {line: row for line, row in by_line.items() if line >= 0 and any(row.values())}
-        return Counters(totals=totals, by_line=dict(sorted(kept.items())))
+        by_line = {}
+        for line, counts in zip(rows.numbers, sums, strict=True):  # in order (np.unique)
+            events = moved.get(line, {})
+            if line >= 0 and (any(counts) or any(events.values())):
+                row = by_line[line] = _row(counts)
+                row.update(events)
+        return Counters(totals=totals, by_line=by_line)
+
+    def _moved_by_line(self, line_of: list[int]) -> dict[int, dict[str, int]]:
+        """The events summed per source line."""
+        moved: dict[int, dict[str, int]] = {}
+        for i, events in self.events.items():
+            line = moved.setdefault(line_of[i], {})
+            for name, value in events.items():
+                line[name] = line.get(name, 0) + value
+        return moved
 
 
 _ZEROS = dict.fromkeys(COUNTER_NAMES, 0)
