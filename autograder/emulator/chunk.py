@@ -3,10 +3,10 @@ them, and what an executor is built against.
 
 A chunk holds its registers (``registers.RegisterFile``), its plan of executors (``plan.Plan``)
 and, while the scheduler runs it (``scheduler.Scheduler``), its lanes' states; the launch's part
-(``bind``) is its blocks in the grid, its shared and local memory, the special registers and
-symbols its instructions read. Executors read operands through ``src``/``full``/``address``
-(registers, immediates, symbols, special registers) and write them through
-``registers.dst``.
+(``bind``) is its blocks in the grid, its shared and local memory (made when the launch first
+reads them), the special registers and symbols its instructions read. Executors read operands
+through ``src``/``full``/``address`` (registers, immediates, symbols, special registers) and
+write them through ``registers.dst``.
 
 A small chunk is kept when its launch ends (``release``, ``SHELL_BYTES``): the next launch of
 the same kernel and shape runs in it (``acquire``), registers zeroed, with the executors that
@@ -15,6 +15,7 @@ shares (``shared.Views``) to its registers when it starts a launch (``bind``).""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -63,9 +64,7 @@ class Chunk(Lanes):
         memory, special registers and symbols."""
         self.m = machine
         self.place(first, machine.grid)  # type: ignore[arg-type]
-        self.shared = SharedMemory(machine.layout, self.n_blocks, machine.shadow_unit)
-        self.shared_base: np.ndarray = self.lane_slot * self.shared.block_bytes
-        self.local: np.ndarray = np.full(max(machine.local_size, 16) * self.n, 0xFF, np.uint8)
+        self._forget_memory()  # made anew when this launch first reads it (shared, local)
         self._sregs: dict[str, Value] = {}
         self._launch_constants: dict[tuple, Value] = {}  # special registers, symbols
         self.steps = 0  # the scheduler's steps so far, as the last SIDE instruction saw them
@@ -99,7 +98,8 @@ class Chunk(Lanes):
         self.clock_start = None
         if self.n * m.decoded.register_bytes <= _shell_bytes(self.n_blocks) and not m.launch.cooperative:
             self.plan.keep(m.decoded.placed)
-            del self.m, self.shared, self.local
+            del self.m
+            self._forget_memory()
             shells = m.decoded.shells
             if len(shells) >= SHELLS_PER_KERNEL:  # the oldest shape goes
                 shells.pop(next(iter(shells)))
@@ -109,7 +109,29 @@ class Chunk(Lanes):
             self.plan.shared.views.unbind()
         self.plan.drop()
         self.registers.clear()
-        del self.local, self.shared
+        self._forget_memory()
+
+    @functools.cached_property
+    def shared(self) -> SharedMemory:
+        """The shared memory of the chunk's blocks, with its shadow: each launch's own, fresh
+        (0xFF garbage, nothing written), made when the launch first reads it (``bind``): most
+        small kernels never do."""
+        return SharedMemory(self.m.layout, self.n_blocks, self.m.shadow_unit)
+
+    @functools.cached_property
+    def shared_base(self) -> np.ndarray:
+        """Per lane: where its block's shared memory starts in ``shared``."""
+        return self.lane_slot * self.shared.block_bytes
+
+    @functools.cached_property
+    def local(self) -> np.ndarray:
+        """The lanes' local memory, each launch's own, fresh (0xFF garbage), made when first read."""
+        return np.full(max(self.m.local_size, 16) * self.n, 0xFF, np.uint8)
+
+    def _forget_memory(self) -> None:
+        """Drop the shared and local memory a launch made (``shared``, ``local``): the next makes its own."""
+        for name in ("shared", "shared_base", "local"):
+            self.__dict__.pop(name, None)
 
     # ----- operands ----------------------------------------------------------------
     def full(self, operand: Operand, dtype) -> Value | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from autograder.contract import Buffer, Scalar
 from autograder.emulator import machine
 from autograder.emulator.machine import decoded_kernel
 
@@ -68,3 +69,31 @@ def test_what_each_launch_draws_or_counts_is_not_kept():
     gridids = [int(o[0]) for o in runs]
     assert gridids == list(range(gridids[0], gridids[0] + 8))  # one more each launch
     assert len({int(o[1]) for o in runs}) > 1  # a block's SM, drawn anew for each launch
+
+
+LEFTOVERS = r"""
+extern "C" __global__ void leftovers(unsigned* o, const unsigned* in, int k) {
+    __shared__ unsigned s[64];
+    volatile unsigned t[8];  // volatile: kept in local memory
+    unsigned i = threadIdx.x;
+    o[i] = s[i];  // what an earlier launch left here would show
+    o[64 + i] = t[(i + k) % 8];
+    s[i] = in[i];
+    t[(i + k + 1) % 8] = in[i];
+}
+"""
+
+
+def _leftovers(k: int):
+    args = [out("o", 128, np.uint32), Buffer("in", np.arange(64, dtype=np.uint32) + 7 * k), Scalar("k", k)]
+    result = launch(LEFTOVERS, "leftovers", 1, 64, args)
+    return result.outputs["o"].tobytes(), [(f.kind, f.message) for f in result.findings]
+
+
+def test_shared_and_local_memory_and_their_shadow_are_each_launchs_own():
+    decoded_kernel.cache_clear()
+    fresh = [_leftovers(k) for k in range(3)]
+    assert len(fresh[0][1]) > 0  # the uninitialised shared read: a finding in every launch
+    for k, result in enumerate(fresh):
+        decoded_kernel.cache_clear()  # a fresh kernel: no chunk kept to serve it
+        assert _leftovers(k) == result
