@@ -316,17 +316,35 @@ def read_bytes(ch, lane: int, addr: int, size: int) -> bytes:
 # ----- instruction builders ---------------------------------------------------------
 def build_ld(ins: Instr, ch) -> Executor:
     dt = dtype_of(ins.type)
-    dst = ins.operands[0]
-    dsts = dst.items if isinstance(dst, Vec) else (dst,)
+    dsts = destinations(ins)
     puts = [ch.registers.dst(d, dt) for d in dsts]
     addr = ins.operands[1]
     space = space_of(ins)
     if space == "param":
         return _ld_param(ins, ch, dt, puts, addr)  # type: ignore[arg-type]
+    direct = [ch.registers.view(d, dt) for d in dsts]
+    block = ch.registers.consecutive(dsts, dt) if isinstance(ins.operands[0], Vec) else None
+    return load_executor(Access(ins, ch, space), ch.address(addr), puts, direct, block)  # type: ignore[arg-type]
+
+
+def destinations(ins: Instr) -> tuple:
+    """The registers a load writes: its vector's, or its one."""
+    dst = ins.operands[0]
+    return dst.items if isinstance(dst, Vec) else (dst,)
+
+
+def load_executor(
+    access: Access, get_addr: Callable, puts: list[Putter], direct: list, block: np.ndarray | None
+) -> Executor:
+    """The executor of ``access``'s load (not ``ld.param``), its addresses ``get_addr(idx)``,
+    into registers ``puts`` (``direct``: their plain views, or None; ``block``: a vector load's
+    consecutive registers as one view, or None)."""
+    ins, ch = access.ins, access.ch
+    dt = dtype_of(ins.type)
     vec = len(puts)
     total = dt.itemsize * vec
-    access, get_addr, shift, check_shared = _plan(ins, ch, space, addr, dt)  # type: ignore[arg-type]
-    load = _loader(ch, dsts, puts, dt, isinstance(dst, Vec))
+    shift, check_shared = _shift_and_shadow(access, dt)
+    load = _loader(puts, direct, block, dt)
     resolvable = access.space == "shared"  # an explicit .shared access (Access.resolve)
     count, check, check_resolved = access.traffic.count, access.shadow.check, access.shadow.check_resolved
 
@@ -363,13 +381,12 @@ def build_ld(ins: Instr, ch) -> Executor:
     return run
 
 
-def _loader(ch, dsts: Sequence, puts: list[Putter], dt: np.dtype, vector: bool) -> Callable:
+def _loader(puts: list[Putter], direct: list, block: np.ndarray | None, dt: np.dtype) -> Callable:
     """``load(buf, el, idx)``: lanes ``idx`` (None: every lane) take their values from ``buf`` at
-    elements ``el`` (checked already) into registers ``dsts`` (``vector``: of a vector load)."""
+    elements ``el`` (checked already) into registers ``puts`` (``direct``, ``block``:
+    ``load_executor``'s)."""
     vec = len(puts)
     total = dt.itemsize * vec
-    direct = [ch.registers.view(d, dt) for d in dsts]
-    block = ch.registers.consecutive(dsts, dt) if vector else None
 
     def load(buf: np.ndarray, el: np.ndarray, idx: np.ndarray | None) -> None:
         # indices are checked already: "wrap" skips numpy's buffered bounds check
@@ -393,10 +410,10 @@ def _loader(ch, dsts: Sequence, puts: list[Putter], dt: np.dtype, vector: bool) 
     return load
 
 
-def _plan(ins: Instr, ch, space: str, addr: Addr, dt: np.dtype):
-    """What a load or store needs: its access, address getter, element shift, shadow flag."""
-    access = Access(ins, ch, space)
-    return access, ch.address(addr), dt.itemsize.bit_length() - 1, access.space in ("shared", "generic")
+def _shift_and_shadow(access: Access, dt: np.dtype) -> tuple[int, bool]:
+    """What a load or store needs beside its access: its element shift, and whether it checks
+    the shadow (it may reach shared memory)."""
+    return dt.itemsize.bit_length() - 1, access.space in ("shared", "generic")
 
 
 def names_a_parameter(ins: Instr) -> bool:
@@ -445,8 +462,8 @@ def _refused_parameter_access(
 
 def build_st(ins: Instr, ch) -> Executor:
     dt = dtype_of(ins.type)
-    addr, value = ins.operands[0], ins.operands[1]
-    gets = [ch.src(v, dt) for v in (value.items if isinstance(value, Vec) else (value,))]
+    addr = ins.operands[0]
+    gets = [ch.src(v, dt) for v in stored(ins)]
     space = space_of(ins)
     if space == "param":
         if not isinstance(addr.base, Sym):
@@ -456,9 +473,23 @@ def build_st(ins: Instr, ch) -> Executor:
             raise Unsupported(f"st.param to {name} is not supported by the emulator")
         put = ch.registers.dst(Reg(name), dt)
         return lambda idx: put(idx, gets[0](idx))
+    return store_executor(Access(ins, ch, space), ch.address(addr), gets)
+
+
+def stored(ins: Instr) -> tuple:
+    """The operands a store writes: its vector's, or its one."""
+    value = ins.operands[1]
+    return value.items if isinstance(value, Vec) else (value,)
+
+
+def store_executor(access: Access, get_addr: Callable, gets: list[Callable]) -> Executor:
+    """The executor of ``access``'s store (not ``st.param``), its addresses ``get_addr(idx)``,
+    of the values ``gets`` (``get(idx)``)."""
+    ins, ch = access.ins, access.ch
+    dt = dtype_of(ins.type)
     vec = len(gets)
     total = dt.itemsize * vec
-    access, get_addr, shift, check_shared = _plan(ins, ch, space, addr, dt)
+    shift, check_shared = _shift_and_shadow(access, dt)
     resolvable = access.space == "shared"  # an explicit .shared access (Access.resolve)
     count, check, check_resolved = access.traffic.count, access.shadow.check, access.shadow.check_resolved
 

@@ -2,13 +2,14 @@
 
 An entry is ``(executor, kind, guard)``, made when the scheduler first reaches the instruction
 (about 40% of a program's instructions never run in a given launch); branches, exits and
-barriers are the scheduler's and have no executor; a small chunk's register-only instructions
-run the executors their kernel shares (``shared.Shared``); the others' are built when they first
-run (``ops.build_executor``), so that an instruction the scheduler reaches but no lane runs (a
-guard none passes) costs nothing to build. On a small chunk a run of independent fmas is one
-executor (``ops.fma_runs``), built by its first instruction, and counted for each of its
-instructions when the chunk's run ends (``tally_runs``). A chunk kept for the next launch of its
-shape keeps the entries whose executors hold nothing of a launch (``keep``)."""
+barriers are the scheduler's and have no executor; a small chunk's register-only instructions,
+loads and stores run the executors their kernel shares (``shared.Shared``); the others' are
+built when they first run (``ops.build_executor``), so that an instruction the scheduler
+reaches but no lane runs (a guard none passes) costs nothing to build. On a small chunk a run
+of independent fmas is one executor (``ops.fma_runs``), built by its first instruction, and
+counted for each of its instructions when the chunk's run ends (``tally_runs``). A chunk kept
+for the next launch of its shape keeps the entries whose executors hold nothing of a launch
+(``keep``)."""
 
 from __future__ import annotations
 

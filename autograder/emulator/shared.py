@@ -8,7 +8,11 @@ and reads them through the kernel's ``Views`` when it runs: the views of the chu
 bound to (``Chunk.bind``; a chunk released and not kept for the next launch of its shape
 is unbound, ``Views.unbind``). Its path for some lanes alone
 (``ops.lanewise`` and the like) holds the chunk's arrays, so it is built for the chunk bound,
-the first time some lanes run alone, and dropped when the chunk is released.
+the first time some lanes run alone, and dropped when the chunk is released. A load or store
+through a register's address (``access.build_ld``, ``build_st``) works out its operands' views
+once per kernel; its ``Access`` holds the chunk (memory, counters and findings are its
+launch's), so its every-lane executor is made for the chunk bound from those views, and its
+path for some lanes is built per chunk as before.
 
 Each shared path here is the one ``ops.build_executor`` would build for the instruction (the
 same conditions, the same numpy calls on the same registers), so what a launch computes and
@@ -27,11 +31,13 @@ from operator import itemgetter
 import numpy as np
 
 from autograder.contract import Unsupported
-from autograder.emulator import ops, rounding
+from autograder.emulator import access, ops, rounding
+from autograder.emulator.access import Access
 from autograder.emulator.isa import PURE, Executor, Imm, Instr, Reg, Vec, dtype_of
 from autograder.emulator.registers import RegisterLayout
 
-Key = tuple  # ("view", table, row, dtype), ("imm", operand, dtype) or ("scratch", dtype, rows, slot)
+Key = tuple  # ("view", table, row, dtype), ("rows", table, first, count, dtype), ("imm", operand, dtype)
+# or ("scratch", dtype, rows, slot)
 SlowBuilder = Callable[[object], Executor]  # chunk -> the executor of some lanes alone
 ERRORS = (Unsupported, KeyError, IndexError, ValueError, TypeError, AttributeError)  # build_executor's
 
@@ -45,7 +51,7 @@ class Views:
         self.keys: list[Key] = []
         self.slots: dict[Key, int] = {}
         self.arrays: list = []
-        self.slow: dict[Executor, Executor] = {}
+        self.slow: dict[object, Executor] = {}
         self.chunk = None
 
     def bind(self, chunk) -> None:
@@ -83,6 +89,28 @@ class Views:
             return None
         return ("view", table, row, np.dtype(dtype))
 
+    def storage(self, operand: Reg) -> Key:
+        """The key of ``registers.RegisterFile.reg(operand.name)``: the register as stored."""
+        place = self.layout.slots.get(operand.name)
+        if place is None:
+            raise Unsupported(f"register {operand.name} is not declared")
+        table, row = place
+        return ("view", table, row, np.dtype(self.layout.types[table][0]))
+
+    def rows(self, operands, dtype) -> Key | None:
+        """The key of ``registers.RegisterFile.consecutive(operands, dtype)``: None where it is None."""
+        places = [
+            self.layout.slots.get(o.name) if type(o) is Reg and not o.negate else None for o in operands
+        ]
+        if None in places:
+            return None
+        table, first = places[0]  # type: ignore[misc]
+        if places != [(table, first + j) for j in range(len(places))]:
+            return None
+        if self.layout.types[table][0].itemsize != np.dtype(dtype).itemsize:
+            return None
+        return ("rows", table, first, len(places), np.dtype(dtype))
+
     def full(self, operand, dtype) -> Key | None:
         """The key of ``chunk.Chunk.full(operand, dtype)`` for a register or an immediate; None
         for any other operand (a launch's value: built per chunk)."""
@@ -107,6 +135,9 @@ def _resolve(key: Key, registers, typed: dict[tuple, np.ndarray]):
         if rows is None:
             rows = typed[(table, dtype)] = registers.tables[table].view(dtype)
         return rows[row]
+    if key[0] == "rows":
+        _, table, first, count, dtype = key
+        return registers.tables[table][first : first + count].view(dtype)
     if key[0] == "imm":
         return registers.immediate(key[1], key[2])
     return registers.scratch(*key[1:])
@@ -125,7 +156,8 @@ class Shared:
         if k in self.executors:
             return self.executors[k]
         ins = self.program[k]
-        made = _build(ins, self.views) if self.kinds[k] == PURE and self.portable[k] else None
+        shareable = self.portable[k] and (self.kinds[k] == PURE or ins.op in ACCESSES)
+        made = _build(ins, self.views) if shareable else None
         self.executors[k] = made
         return made
 
@@ -162,6 +194,29 @@ def _every_lane(views: Views, keys: list[Key | None], fast: Callable, build_slow
         if slow is None:
             slow = slows[run] = build_slow(views.chunk)
         slow(idx)
+
+    return run
+
+
+def _per_chunk(views: Views, keys: list[Key | None], make: Callable, build_slow: SlowBuilder):
+    """``_every_lane`` for an executor that holds its chunk (a load's or store's ``Access``):
+    when every lane runs, ``make(chunk, *arrays of keys)``'s executor, made for the chunk bound
+    the first time, else ``build_slow(chunk)``'s. None where a key is."""
+    if any(key is None for key in keys):
+        return None
+    slots = [views.slot(key) for key in keys]  # type: ignore[arg-type]
+    made = views.slow
+
+    def run(idx) -> None:
+        which = make if idx is None else run
+        executor = made.get(which)
+        if executor is None:
+            chunk = views.chunk
+            if idx is None:
+                executor = made[which] = make(chunk, *[views.arrays[slot] for slot in slots])
+            else:
+                executor = made[which] = build_slow(chunk)
+        executor(idx)
 
     return run
 
@@ -291,6 +346,68 @@ def _copy(a, d) -> None:
     np.copyto(d, a, casting="unsafe")
 
 
+# ----- loads and stores through a register's address (access.py), their Access made per chunk --
+def _ld(ins: Instr, views: Views):
+    """``access.build_ld`` of a load (not ``ld.param``) into registers of its width, its address
+    a register's."""
+    space = access.space_of(ins)
+    if space == "param":
+        return None
+    dt = dtype_of(ins.type)
+    dsts = access.destinations(ins)
+    addr = ins.operands[1]
+    block = views.rows(dsts, dt) if isinstance(ins.operands[0], Vec) else None
+    keys = [views.storage(addr.base), *(views.view(d, dt) for d in dsts)]
+
+    def make(chunk, base, *registers):
+        direct = list(registers[: len(dsts)])
+        puts = [partial(_put, d) for d in direct]
+        at = _addresses(base, addr.offset)
+        return access.load_executor(
+            Access(ins, chunk, space), at, puts, direct, registers[-1] if block else None
+        )
+
+    slow = partial(access.build_ld, ins)
+    return _per_chunk(views, [*keys, block] if block else keys, make, slow)
+
+
+def _st(ins: Instr, views: Views):
+    """``access.build_st`` of a store (not ``st.param``) of registers of its width or
+    immediates, its address a register's."""
+    space = access.space_of(ins)
+    if space == "param":
+        return None
+    dt = dtype_of(ins.type)
+    addr = ins.operands[0]
+    keys = [views.storage(addr.base), *(views.full(v, dt) for v in access.stored(ins))]
+
+    def make(chunk, base, *values):
+        gets = [partial(_every, v) for v in values]
+        return access.store_executor(Access(ins, chunk, space), _addresses(base, addr.offset), gets)
+
+    return _per_chunk(views, keys, make, partial(access.build_st, ins))
+
+
+def _put(register: np.ndarray, idx, value) -> None:
+    """``RegisterFile.dst``'s ``put`` of every lane (``idx`` None) into a register's view."""
+    np.copyto(register, value, casting="unsafe")
+
+
+def _every(value, idx):
+    """``chunk.Chunk.src``'s ``get`` of every lane (``idx`` None): the register or immediate."""
+    return value
+
+
+def _addresses(storage: np.ndarray, offset: int) -> Callable:
+    """``chunk.Chunk.address`` of every lane, through a register (``storage``: as stored)."""
+    if storage.itemsize != 8:
+        return lambda idx: storage.astype(np.int64) + offset
+    base = storage.view(np.int64)
+    if offset == 0:
+        return lambda idx: base
+    return lambda idx: base + offset
+
+
 RECIPES: dict[str, Callable[[Instr, Views], Executor | None]] = {
     "mov": _mov,
     "add": _add(np.add),
@@ -304,4 +421,7 @@ RECIPES: dict[str, Callable[[Instr, Views], Executor | None]] = {
     "mad": _mad,
     "fma": _fma,
     "setp": _setp,
+    "ld": _ld,
+    "st": _st,
 }
+ACCESSES = frozenset({"ld", "st"})  # not register-only: shared where portable (machine.portable)

@@ -58,3 +58,14 @@ def line_of(source: str, marker: str) -> int:
         if marker in text:
             return number
     raise ValueError(marker)
+
+
+def reported(result: LaunchResult) -> tuple:
+    """Everything a launch reports, to compare: outputs' bytes, findings, counters."""
+    counters = result.counters
+    return (
+        {name: array.tobytes() for name, array in result.outputs.items()},
+        [(f.kind, f.message) for f in result.findings],
+        counters.totals,
+        sorted(counters.by_line.items()),
+    )

@@ -20,7 +20,7 @@ import numpy as np
 from autograder.contract import Buffer, Scalar
 from autograder.emulator.machine import decoded_kernel
 
-from .helpers import launch, out
+from .helpers import launch, out, reported
 
 # Each thread runs its own number of trips: the loop body's fmas, multiply-adds, setps and
 # moves run for every lane first, then for the lanes still in the loop alone; lanes past n
@@ -52,14 +52,7 @@ def run(grid: int, block: int, n: int) -> tuple:
     x = rng.standard_normal(grid * block).astype(np.float32)
     k = rng.integers(1, 6, grid * block).astype(np.int32)
     args = [Buffer("x", x), Buffer("k", k), out("y", grid * block), out("z", grid * block, np.int32)]
-    result = launch(MIXED, "mixed", grid, block, [*args, Scalar("n", n)])
-    counters = result.counters
-    return (
-        {name: array.tobytes() for name, array in result.outputs.items()},
-        [(f.kind, f.message) for f in result.findings],
-        counters.totals,
-        sorted(counters.by_line.items()),
-    )
+    return reported(launch(MIXED, "mixed", grid, block, [*args, Scalar("n", n)]))
 
 
 FRESH = """
