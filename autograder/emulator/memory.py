@@ -3,13 +3,13 @@
 Global allocations (kernel arguments, module variables) lie where an H200's ``cudaMalloc``
 puts them: in the 0x7f.. range of a 47-bit address space (``HEAP``; the H200 gave
 0x7fd2f7e00000), each at an address of its own, aligned to 512 bytes (``ALIGN``), drawn at
-random for every launch (``secrets``: nothing a student can seed or predict). Every address
-of the range belongs to the allocation nearest to it (``GlobalMemory.owners``: the range is
-cut halfway between neighbours), so an access far outside one still names it, with exact
-bounds; an address outside the range lies in no allocation. The shared window is region
-0xFE and the local window 0xFD of 1 TiB regions (``window_of``; ``cvta`` adds or removes
-those bases). An access outside its allocation is a finding: reads return NaN/garbage bytes
-(0xFF), writes are dropped, nothing crashes.
+random for every launch from the operating system's entropy (``Draws``: nothing a student can
+seed or predict). Every address of the range belongs to the allocation nearest to it
+(``GlobalMemory.owners``: the range is cut halfway between neighbours), so an access far
+outside one still names it, with exact bounds; an address outside the range lies in no
+allocation. The shared window is region 0xFE and the local window 0xFD of 1 TiB regions
+(``window_of``; ``cvta`` adds or removes those bases). An access outside its allocation is a
+finding: reads return NaN/garbage bytes (0xFF), writes are dropped, nothing crashes.
 
 Allocations lie ``MIN_GAP`` (4 GiB) apart at least, and ``b - a`` differs from launch to
 launch: a pointer derived from ``a`` by a constant offset lands outside ``a``'s bytes (a
@@ -31,8 +31,8 @@ byte for a kernel that reads or writes shared memory in pieces smaller than 4 by
 from __future__ import annotations
 
 import bisect
+import os
 import re
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -49,11 +49,14 @@ _HALF = 1 << (REGION_SHIFT - 1)
 HEAP = (0x7F << 40, 0x80 << 40)  # where global allocations lie, as cudaMalloc's on an H200
 ALIGN = 512  # cudaMalloc's granularity: every allocation starts at a multiple
 MIN_GAP = 1 << 32  # between two allocations, at least (less for a launch of very many)
+POOL_BYTES = 64  # entropy read at a time (Draws): eight draws
 NEAR_NULL = 1 << 40  # an address this close to 0: a null or uninitialised pointer
 RED_ZONE = 256
 FIRST_SHARED = DEVICES["sm_90"].reserved_shared  # 1024: the H200 keeps the bytes below per block
 RESERVED_REGION = "the block's reserved shared memory"  # below FIRST_SHARED; how findings name it
 GARBAGE = UNDEFINED_BYTE  # the GPU backend's canary byte too: a read past an array agrees
+SMALL_REGION = 1 << 16  # bytes: an allocation up to this is copied through bytes (Region)
+_TAIL = bytes([GARBAGE]) * 16  # what padded adds, at most
 
 
 SPACES = ("global", "shared", "local", "const", "param")  # the state spaces an instruction names
@@ -87,34 +90,45 @@ class Region:
     ``"const"`` for a ``__constant__`` variable (readable by ``ld.const``, never written)."""
 
     def __init__(self, name: str, data: np.ndarray, what: str, space: str = "global"):
-        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         self.name = name
         self.what = what  # "argument", "variable"
         self.space = space
-        self.nbytes = raw.size
+        self.nbytes = data.nbytes
         self.itemsize = data.dtype.itemsize
         self.count = data.size
         self.dtype = data.dtype
-        self.bytes = np.full(padded(raw.size), GARBAGE, np.uint8)
-        self.bytes[: raw.size] = raw
+        self.bytes = _garbage_padded(data)
 
     def contents(self) -> np.ndarray:
         return self.bytes[: self.nbytes].view(self.dtype).copy()
+
+
+def _garbage_padded(data: np.ndarray) -> np.ndarray:
+    """A copy of ``data``'s bytes (C order) then ``GARBAGE`` to its ``padded`` size: a small
+    array's through ``bytes`` (two numpy calls, not five: most of placing a small launch's
+    arguments), a large one's in place (one copy)."""
+    size = data.nbytes
+    if size <= SMALL_REGION:
+        return np.frombuffer(bytearray(data.tobytes() + _TAIL[: padded(size) - size]), np.uint8)
+    padded_bytes = np.full(padded(size), GARBAGE, np.uint8)
+    padded_bytes[:size] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    return padded_bytes
 
 
 class GlobalMemory:
     """The launch's global allocations, each at a random address (see the module's
     docstring); ``regions`` and ``by_name`` number them in the order they were added,
     ``placed`` in the order of their addresses, ``starts`` holds those addresses and
-    ``edges`` where each one's part of ``HEAP`` begins (and, last, where the heap ends)."""
+    ``edges()`` where each one's part of ``HEAP`` begins (and, last, where the heap ends)."""
 
     def __init__(self):
         self.regions: list[Region | None] = [None]
         self.by_name: dict[str, int] = {}
         self.placed: list[Region] = []
         self.starts: list[int] = []
-        self.edges: list[int] = [HEAP[0], HEAP[1]]
+        self._edges: list[int] | None = None  # worked out when first asked for (edges)
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+        self._draws = Draws()  # the launch's own
 
     def add(self, region: Region) -> int:
         """Place ``region`` and return its address."""
@@ -124,10 +138,16 @@ class GlobalMemory:
         k = bisect.bisect(self.starts, start)
         self.starts.insert(k, start)
         self.placed.insert(k, region)
-        halfway = [(self._end(j) + self.starts[j + 1]) // 2 for j in range(len(self.starts) - 1)]
-        self.edges = [HEAP[0], *halfway, HEAP[1]]
-        self._arrays = None
+        self._edges = self._arrays = None
         return start
+
+    def edges(self) -> list[int]:
+        """Where each allocation's part of ``HEAP`` begins (halfway from its neighbour), in the
+        order of their addresses, and last where the heap ends."""
+        if self._edges is None:
+            halfway = [(self._end(j) + self.starts[j + 1]) // 2 for j in range(len(self.starts) - 1)]
+            self._edges = [HEAP[0], *halfway, HEAP[1]]
+        return self._edges
 
     def _end(self, k: int) -> int:
         return self.starts[k] + len(self.placed[k].bytes)
@@ -138,7 +158,7 @@ class GlobalMemory:
         gap = min(MIN_GAP, (HEAP[1] - HEAP[0]) // (16 * (len(self.placed) + 1)))
         low, high = HEAP[0] + gap, HEAP[1] - gap - size
         while True:
-            start = low + secrets.randbelow((high - low) // ALIGN) * ALIGN
+            start = low + self._draws.below((high - low) // ALIGN) * ALIGN
             k = bisect.bisect(self.starts, start)
             clear_before = k == 0 or self._end(k - 1) + gap <= start
             clear_after = k == len(self.starts) or start + size + gap <= self.starts[k]
@@ -147,7 +167,7 @@ class GlobalMemory:
 
     def find(self, addr: int) -> tuple[Region | None, int]:
         """The allocation whose part of the heap holds ``addr``, and its start (None, 0: none)."""
-        k = bisect.bisect(self.edges, addr) - 1
+        k = bisect.bisect(self.edges(), addr) - 1
         if 0 <= k < len(self.placed):
             return self.placed[k], self.starts[k]
         return None, 0
@@ -156,11 +176,34 @@ class GlobalMemory:
         """Per address: the index in ``placed`` of the allocation whose part of the heap holds
         it (-1: none), and its offset from that allocation's start (the address: none)."""
         if self._arrays is None:
-            self._arrays = np.array(self.edges, np.int64), np.array([*self.starts, 0], np.int64)
+            self._arrays = np.array(self.edges(), np.int64), np.array([*self.starts, 0], np.int64)
         edges, starts = self._arrays
         k = np.searchsorted(edges, a, side="right") - 1
         k[k >= len(self.placed)] = -1
         return k, a - starts[k]
+
+
+class Draws:
+    """Uniform draws below a bound from the operating system's entropy, as ``secrets.randbelow``
+    draws them (a word's top bits, drawn again while they reach the bound), but read
+    ``POOL_BYTES`` at a time: one ``os.urandom`` call places a launch's allocations, not one each
+    (2 µs a draw). Each launch has its own (``GlobalMemory``): nothing drawn is left for the next."""
+
+    def __init__(self):
+        self._pool = b""
+        self._used = 0
+
+    def below(self, bound: int) -> int:
+        if not 0 < bound <= 1 << 64:
+            raise ValueError(f"cannot draw below {bound}")
+        shift = 64 - (bound - 1).bit_length()
+        while True:
+            if self._used == len(self._pool):
+                self._pool, self._used = os.urandom(POOL_BYTES), 0
+            word = int.from_bytes(self._pool[self._used : self._used + 8], "little") >> shift
+            self._used += 8
+            if word < bound:
+                return word
 
 
 @dataclass

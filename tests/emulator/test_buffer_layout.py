@@ -4,9 +4,10 @@ constant offset from one buffer reaches another (memory.py's docstring says what
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from autograder.contract import Buffer, Scalar
-from autograder.emulator.memory import MIN_GAP
+from autograder.emulator.memory import ALIGN, GARBAGE, HEAP, MIN_GAP, SMALL_REGION, Draws, Region
 
 from .helpers import kinds, launch, out
 
@@ -76,3 +77,35 @@ def test_findings_read_the_same_on_every_launch_wherever_the_buffers_lie():
     }
     assert len(messages) == 1
     assert any("(byte 2 of bytes)" in m for m in next(iter(messages)))
+
+
+def test_draws_are_uniform_below_their_bound_and_never_repeat_the_pool():
+    draws = Draws()
+    assert [draws.below(1) for _ in range(3)] == [0, 0, 0]
+    small = np.bincount([draws.below(3) for _ in range(3000)], minlength=3)
+    assert small.size == 3 and small.min() > 800  # each of 0, 1, 2 about 1000 times
+    bound = (HEAP[1] - HEAP[0]) // ALIGN - 17  # about the slots a launch's first buffer may take
+    large = [draws.below(bound) for _ in range(400)]  # 50 pools of entropy
+    assert max(large) < bound and len(set(large)) == len(large)
+    assert 0.35 < np.mean(np.array(large) > bound // 2) < 0.65
+    with pytest.raises(ValueError):
+        draws.below(0)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        np.arange(5, dtype=np.float32),
+        np.zeros(0, np.int8),
+        np.arange(12, dtype=np.int16).reshape(3, 4)[:, ::2],  # not contiguous: copied in C order
+        np.arange(3, dtype=">i4"),
+        np.random.default_rng(0).random(SMALL_REGION // 8 + 3),  # past the small path
+    ],
+)
+def test_a_region_is_its_arrays_bytes_then_garbage_to_a_multiple_of_16(data):
+    region = Region("x", data, "argument")
+    raw = np.ascontiguousarray(data).tobytes()
+    assert region.bytes.dtype == np.uint8 and region.bytes.flags.writeable
+    assert region.bytes.size == max(16, -(-len(raw) // 16) * 16)
+    assert region.bytes.tobytes() == raw + bytes([GARBAGE]) * (region.bytes.size - len(raw))
+    assert region.contents().tobytes() == raw and region.contents().shape == (data.size,)
