@@ -240,16 +240,20 @@ FRAMES_PER_KERNEL = 64  # shapes whose frames a decoded kernel keeps (then it st
 class Frame:
     """What a launch of a decoded kernel needs that depends on its shape alone: the layout of a
     block's shared memory, a thread's local frame and where its variables lie in it, the special
-    registers the shape fixes; worked out once per shape (``launch_frame``), read-only."""
+    registers the shape fixes, where each parameter lies in the parameter block (its arguments'
+    values are each launch's); worked out once per shape (``launch_frame``), read-only."""
 
     layout: SharedLayout
     local_size: int
     local_offsets: dict[str, int]
     registers: ShapeRegisters
+    param_offsets: dict[str, int]  # where each parameter lies in the launch's parameter block
+    param_bytes: int  # the block's size
 
     @classmethod
     def of(cls, decoded: Decoded, launch: Launch) -> Frame:
         variables = decoded.kernel.variables
+        params = decoded.kernel.params[: len(launch.args)]
         used = static_shared_bytes(variables)
         if launch.shared_bytes:
             used = dynamic_shared_start(variables) + launch.shared_bytes
@@ -264,7 +268,19 @@ class Frame:
             local_bytes(variables),
             offsets,
             ShapeRegisters.of(tuple(launch.grid), tuple(launch.block), used, launch.shared_bytes),
+            *parameter_block(params),
         )
+
+
+def parameter_block(params) -> tuple[dict[str, int], int]:
+    """Where each of ``params`` lies in a launch's parameter block (each at its alignment, in
+    order), and the block's size, padded (``memory.padded``)."""
+    offsets: dict[str, int] = {}
+    end = 0
+    for param in params:
+        offsets[param.name] = start = -(-end // param.align) * param.align
+        end = start + param.size
+    return offsets, padded(end)
 
 
 def launch_frame(decoded: Decoded, launch: Launch) -> Frame:
@@ -312,27 +328,24 @@ class Machine:
         self.deadline = time.monotonic() + 0.8 * launch.time_limit_s
         self.memory = GlobalMemory()
         self.symbols: dict[str, int] = {}
-        self._place_arguments()
+        self._place_arguments(frame)
         self.layout, self.local_size = frame.layout, frame.local_size
         self.shadow_unit = decoded.shadow_unit
         self.symbols.update(frame.local_offsets)
         self.special = LaunchRegisters(frame.registers)
 
     # ----- setup -------------------------------------------------------------
-    def _place_arguments(self) -> None:
-        params = self.kernel.params
-        blob = bytearray()
-        self.param_offset: dict[str, int] = {}
-        for param, arg in zip(params, self.launch.args, strict=False):
-            while len(blob) % param.align:
-                blob.append(0)
-            self.param_offset[param.name] = len(blob)
+    def _place_arguments(self, frame: Frame) -> None:
+        self.param_offset = frame.param_offsets  # read-only: the shape's
+        blob = bytearray(frame.param_bytes)
+        for param, arg in zip(self.kernel.params, self.launch.args, strict=False):
             if isinstance(arg, Buffer):
                 value = self.memory.add(Region(arg.name, arg.data, "argument")).to_bytes(8, "little")
             else:
                 value = np.array(arg.value).astype(arg.dtype).tobytes()
-            blob += value[: param.size].ljust(param.size, b"\0")
-        self.params = np.frombuffer(bytes(blob.ljust(padded(len(blob)), b"\0")), np.uint8)
+            start = self.param_offset[param.name]
+            blob[start : start + param.size] = value[: param.size].ljust(param.size, b"\0")
+        self.params = np.frombuffer(bytes(blob), np.uint8)
         for var in self.kernel.variables:
             if var.space in ("global", "const"):
                 data = np.zeros(max(var.size, 1), np.uint8)  # limits.py caps their size

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.contract import LaunchFailure
+from autograder.contract import Buffer, LaunchFailure, Scalar
 from autograder.emulator.machine import decoded_kernel
 
 from .helpers import launch, out
@@ -52,3 +52,23 @@ def test_a_launch_refused_is_refused_after_launches_that_passed():
             launch(SIZES, "sizes", 1, 32, [out("o", 96, np.uint32), out("p", 1)], shared_bytes=128)
         with pytest.raises(LaunchFailure, match="dynamic shared memory"):
             launch(SIZES, "sizes", 1, 32, [out("o", 96, np.uint32)], shared_bytes=240_000)
+
+
+PARAMS = r"""
+extern "C" __global__ void params(char c, double d, int i, const float* in, float* o, short s) {
+    o[0] = c; o[1] = (float)d; o[2] = (float)i; o[3] = in[0]; o[4] = s;
+}
+"""
+
+
+def _params(k: int) -> list[float]:
+    scalars = {"c": (k, "int8"), "d": (0.5 + k, "float64"), "i": (-k, "int32")}
+    args = [Scalar(name, value, dtype) for name, (value, dtype) in scalars.items()]
+    args += [Buffer("in", np.array([k / 4], np.float32)), out("o", 5), Scalar("s", 3 * k, "int16")]
+    return launch(PARAMS, "params", 1, 1, args).outputs["o"].tolist()
+
+
+def test_launches_of_one_shape_each_read_their_own_arguments():
+    decoded_kernel.cache_clear()
+    for k in (1, 2, 3):  # one shape: its frame (where each parameter lies) serves them all
+        assert _params(k) == [k, 0.5 + k, -k, k / 4, 3 * k]
