@@ -195,13 +195,12 @@ def check_function(function: Function, launch: Launch) -> None:
     _check_geometry(tuple(launch.grid), tuple(launch.block))
     threads = math.prod(launch.block)
     source = launch.program
-    launched = f"the assignment launches it in blocks of {counted(threads, 'thread')} {tuple(launch.block)}"
     if function.bound is not None and threads > function.bound:
         raise LaunchFailure(
             f"{source.filename}: kernel {source.kernel} is declared __launch_bounds__({function.bound}), "
-            f"so a GPU runs it in blocks of at most {counted(function.bound, 'thread')}, but {launched}: "
-            f"{H200} refuses the launch (CUDA error: invalid argument); make the bound at least the "
-            "block size the handout gives"
+            f"so a GPU runs it in blocks of at most {counted(function.bound, 'thread')}, but "
+            f"{_launched(launch)}: {H200} refuses the launch (CUDA error: invalid argument); make the "
+            "bound at least the block size the handout gives"
         )
     most = function.register_threads
     if threads > most:
@@ -209,10 +208,16 @@ def check_function(function: Function, launch: Launch) -> None:
             f"{source.filename}: kernel {source.kernel} uses {counted(function.registers, 'register')} a "
             f"thread (ptxas for sm_90), and {H200} gives a block at most {SM90.registers_per_block:,} "
             f"registers, allocated to each warp {REG_UNIT} at a time: enough for blocks of at most "
-            f"{counted(most, 'thread')}, but {launched}: the launch is refused (CUDA error: too many "
-            f"resources requested for launch); __launch_bounds__({threads}) makes ptxas fit the "
-            "kernel's registers to such blocks"
+            f"{counted(most, 'thread')}, but {_launched(launch)}: the launch is refused (CUDA error: "
+            f"too many resources requested for launch); __launch_bounds__({threads}) makes ptxas fit "
+            "the kernel's registers to such blocks"
         )
+
+
+def _launched(launch: Launch) -> str:
+    """How the launch's blocks are, as a refusal words them (only then: 1 µs a launch)."""
+    threads = math.prod(launch.block)
+    return f"the assignment launches it in blocks of {counted(threads, 'thread')} {tuple(launch.block)}"
 
 
 def _check_geometry(grid, block) -> None:
