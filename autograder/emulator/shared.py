@@ -12,7 +12,8 @@ the first time some lanes run alone, and dropped when the chunk is released. A l
 through a register's address (``access.build_ld``, ``build_st``) works out its operands' views
 once per kernel; its ``Access`` holds the chunk (memory, counters and findings are its
 launch's), so its every-lane executor is made for the chunk bound from those views, and its
-path for some lanes is built per chunk as before.
+path for some lanes is built per chunk as before. ``wmma.mma`` reads its fragments' registers
+through the views and the chunk bound when it runs, for every lane and some warps alike.
 
 Each shared path here is the one ``ops.build_executor`` would build for the instruction (the
 same conditions, the same numpy calls on the same registers), so what a launch computes and
@@ -31,7 +32,7 @@ from operator import itemgetter
 import numpy as np
 
 from autograder.contract import Unsupported
-from autograder.emulator import access, ops, rounding
+from autograder.emulator import access, ops, rounding, wmma
 from autograder.emulator.access import Access
 from autograder.emulator.isa import PURE, Executor, Imm, Instr, Reg, Vec, dtype_of
 from autograder.emulator.registers import RegisterLayout
@@ -156,7 +157,8 @@ class Shared:
         if k in self.executors:
             return self.executors[k]
         ins = self.program[k]
-        shareable = self.portable[k] and (self.kinds[k] == PURE or ins.op in ACCESSES)
+        # wmma's recipe takes its mma alone, which reads nothing but its fragments' registers
+        shareable = ins.op == "wmma" or (self.portable[k] and (self.kinds[k] == PURE or ins.op in ACCESSES))
         made = _build(ins, self.views) if shareable else None
         self.executors[k] = made
         return made
@@ -408,6 +410,33 @@ def _addresses(storage: np.ndarray, offset: int) -> Callable:
     return lambda idx: base + offset
 
 
+# ----- wmma.mma: every lane and some warps alike, its fragments read from the views ---------------
+def _wmma(ins: Instr, views: Views):
+    """``wmma.build_wmma``'s ``mma``: the chunk bound and its fragments' registers, when it runs."""
+    if "m16n16k16" not in ins.mods or ins.mods[0] != "mma":
+        return None
+    d_type, c_type = ins.types[-2], ins.types[-1]
+    halves = (wmma._halves(d_type), True, True, wmma._halves(c_type))  # d, a, b, c
+    fragments = [_fragment(views, o, h) for o, h in zip(ins.operands[:4], halves, strict=True)]
+    arrays = views.arrays
+
+    def bound() -> tuple:
+        return (views.chunk, *[fragment(arrays) for fragment in fragments])
+
+    return wmma.mma_executor(ins, bound)
+
+
+def _fragment(views: Views, operand, halves: bool) -> Callable[[list], wmma.Fragment]:
+    """``wmma._regs`` through ``views``: the fragment's registers out of the views' arrays."""
+    if not isinstance(operand, Vec):
+        raise Unsupported("wmma fragment operand")
+    block = views.rows(operand.items, np.uint32 if halves else np.float32)
+    if block is not None:
+        return itemgetter(views.slot(block))
+    slots = [views.slot(views.storage(r)) for r in operand.items]
+    return lambda arrays: [arrays[slot] for slot in slots]
+
+
 RECIPES: dict[str, Callable[[Instr, Views], Executor | None]] = {
     "mov": _mov,
     "add": _add(np.add),
@@ -423,5 +452,6 @@ RECIPES: dict[str, Callable[[Instr, Views], Executor | None]] = {
     "setp": _setp,
     "ld": _ld,
     "st": _st,
+    "wmma": _wmma,
 }
 ACCESSES = frozenset({"ld", "st"})  # not register-only: shared where portable (machine.portable)

@@ -13,6 +13,8 @@ A wmma instruction is warp-collective: every lane of each warp must execute it t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from autograder.contract import Unsupported
@@ -163,8 +165,16 @@ def _build_mma(ins, ch):
     d_type, c_type = ins.types[-2], ins.types[-1]
     d, c = _regs(ch, ins.operands[0], _halves(d_type)), _regs(ch, ins.operands[3], _halves(c_type))
     a, b = (_regs(ch, o, True) for o in ins.operands[1:3])
+    return mma_executor(ins, lambda: (ch, d, a, b, c))
+
+
+def mma_executor(ins: Instr, bound: Callable[[], tuple]) -> Executor:
+    """``wmma.mma``'s executor: ``bound()`` gives the chunk it runs on and its fragments
+    ``d, a, b, c`` (``_regs``), when it runs."""
+    d_type, c_type = ins.types[-2], ins.types[-1]
 
     def run(idx):
+        ch, d, a, b, c = bound()
         rows = warp_rows(ch, idx)
         left = _gather_fragment(a, rows, True).reshape(-1, TILE, TILE)
         right = _gather_fragment(b, rows, True).reshape(-1, TILE, TILE)

@@ -80,14 +80,16 @@ def test_the_shared_paths_report_what_the_per_chunk_paths_report(name, monkeypat
 
 
 def test_the_suite_runs_every_shared_path(monkeypatch):
-    """Each instruction ``shared.RECIPES`` covers runs shared in some case of the suite."""
+    """Each instruction ``shared.RECIPES`` covers runs shared in some case of the suite (but
+    wmma, which no case has: ``tests/emulator/test_shared_wmma.py`` holds it)."""
     used = _recording(monkeypatch)
     for module in MODULES.values():
         decoded_kernel.cache_clear()
         ptx = module_ptx(module)
         for case in module.cases:
             _report(module, case, ptx)
-        if used >= set(shared.RECIPES):
+        if used >= set(shared.RECIPES) - {"wmma"}:
             break
     decoded_kernel.cache_clear()
-    assert set(shared.RECIPES) <= used, f"never shared: {sorted(set(shared.RECIPES) - used)}"
+    never = set(shared.RECIPES) - {"wmma"} - used
+    assert not never, f"never shared: {sorted(never)}"

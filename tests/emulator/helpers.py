@@ -6,6 +6,7 @@ import numpy as np
 
 from autograder.backends.emulator import EmulatorBackend
 from autograder.contract import Buffer, Launch, LaunchResult, Program, Scalar
+from autograder.emulator import shared
 
 
 def launch(
@@ -69,3 +70,24 @@ def reported(result: LaunchResult) -> tuple:
         counters.totals,
         sorted(counters.by_line.items()),
     )
+
+
+def shared_built(monkeypatch) -> list[str]:
+    """The instructions (opcode and modifiers) a kernel's shared executor is built for from now
+    on (``emulator/shared.py``)."""
+    used: list[str] = []
+    build = shared._build
+
+    def recorded(ins, views):
+        made = build(ins, views)
+        if made is not None:
+            used.append(".".join((ins.op, *ins.mods)))
+        return made
+
+    monkeypatch.setattr(shared, "_build", recorded)
+    return used
+
+
+def every_executor_per_chunk(monkeypatch) -> None:
+    """From now on no executor is shared: each is built per chunk (``ops.build_executor``)."""
+    monkeypatch.setattr(shared.Shared, "executor", lambda self, k: None)

@@ -13,10 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.contract import Buffer, Scalar
-from autograder.emulator import shared
 from autograder.emulator.machine import decoded_kernel
 
-from .helpers import launch, out, reported
+from .helpers import every_executor_per_chunk, launch, out, reported, shared_built
 
 TILES = r"""
 extern "C" __global__ void tiles(const float4* x, const float* w, float* y, int n, int reach) {
@@ -59,18 +58,9 @@ def _runs() -> list[tuple]:
 
 
 def test_shared_loads_and_stores_report_what_per_chunk_ones_report(monkeypatch):
-    used: list[str] = []
-    build = shared._build
-
-    def recorded(ins, views):
-        made = build(ins, views)
-        if made is not None:
-            used.append(".".join((ins.op, *ins.mods)))
-        return made
-
-    monkeypatch.setattr(shared, "_build", recorded)
+    used = shared_built(monkeypatch)
     with_shared = _runs()
-    monkeypatch.setattr(shared.Shared, "executor", lambda self, k: None)  # every executor per chunk
+    every_executor_per_chunk(monkeypatch)
     without = _runs()
     assert with_shared[1][1] and not with_shared[0][1], "the out-of-bounds loads were not reported"
     for shape, mine, theirs in zip(SHAPES, with_shared, without, strict=True):
