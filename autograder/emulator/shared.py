@@ -34,7 +34,7 @@ import numpy as np
 from autograder.contract import Unsupported
 from autograder.emulator import access, ops, rounding, wmma
 from autograder.emulator.access import Access
-from autograder.emulator.isa import PURE, Executor, Imm, Instr, Reg, Vec, dtype_of
+from autograder.emulator.isa import PURE, Addr, Executor, Imm, Instr, Reg, Vec, dtype_of
 from autograder.emulator.registers import RegisterLayout
 
 Key = tuple  # ("view", table, row, dtype), ("rows", table, first, count, dtype), ("imm", operand, dtype)
@@ -358,6 +358,8 @@ def _ld(ins: Instr, views: Views):
     dt = dtype_of(ins.type)
     dsts = access.destinations(ins)
     addr = ins.operands[1]
+    if not isinstance(addr, Addr) or type(addr.base) is not Reg:  # a symbol's address: per chunk
+        return None
     block = views.rows(dsts, dt) if isinstance(ins.operands[0], Vec) else None
     keys = [views.storage(addr.base), *(views.view(d, dt) for d in dsts)]
 
@@ -381,6 +383,8 @@ def _st(ins: Instr, views: Views):
         return None
     dt = dtype_of(ins.type)
     addr = ins.operands[0]
+    if not isinstance(addr, Addr) or type(addr.base) is not Reg:  # a symbol's address: per chunk
+        return None
     keys = [views.storage(addr.base), *(views.full(v, dt) for v in access.stored(ins))]
 
     def make(chunk, base, *values):
@@ -404,7 +408,7 @@ def _addresses(storage: np.ndarray, offset: int) -> Callable:
     """``chunk.Chunk.address`` of every lane, through a register (``storage``: as stored)."""
     if storage.itemsize != 8:
         return lambda idx: storage.astype(np.int64) + offset
-    base = storage.view(np.int64)
+    base: np.ndarray = storage.view(np.int64)
     if offset == 0:
         return lambda idx: base
     return lambda idx: base + offset
