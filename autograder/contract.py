@@ -231,6 +231,10 @@ class Capabilities:
     # it honours Launch.instruction_limit)
     sees_every_access: bool = False
     runs_natively: bool = False  # kernels run on a real GPU (so compute-sanitizer can watch them)
+    # the code that counts (the emulator's: a digest of its sources): two backends with the same
+    # version count a launch alike, so a reference's counts may be kept (grading/reference_cache.py);
+    # None: its counts are never kept
+    counting_version: str | None = None
 
 
 class BackendError(AutograderError):

@@ -20,6 +20,9 @@ with the least recently stored dropped first): ``$AUTOGRADER_COMPILE_CACHE`` nam
 folder, ``off`` turns it off; by default ``$XDG_CACHE_HOME/cuda-autograder/compiles`` (else
 ``~/.cache/...``). Values are JSON text, never pickles. A cache that cannot be opened, read
 or written is no cache: the compile runs as it would without one.
+
+The same cache keeps, beside the compiles, the reference kernel's counts on each case a
+grading runs it on (``grading/reference_cache.py``), under keys of their own.
 """
 
 from __future__ import annotations
@@ -90,6 +93,15 @@ def load(digest: str) -> dict | None:
         return json.loads(text) if isinstance(text, str) else None
     except (*_CACHE_ERRORS, ValueError):
         return None
+
+
+def holds(digest: str) -> bool:
+    """Whether a record is kept under ``digest`` (False too when the cache cannot be read)."""
+    cache = _opened()
+    try:
+        return cache is not None and digest in cache
+    except _CACHE_ERRORS:
+        return False
 
 
 def store(digest: str, record: dict) -> None:

@@ -62,7 +62,7 @@ from autograder.course.spec import Spec
 from autograder.course.submitted import Submitted, opened, read_submitted
 from autograder.device import Occupancy
 from autograder.feedback import LINE_BYTES, capped, two_decimals
-from autograder.grading import performance, reference_counters, sanitize
+from autograder.grading import performance, reference_cache, reference_counters, sanitize
 from autograder.grading.checks import SCORERS, is_timed_item, student_launches
 from autograder.grading.compare import CaseOutcome, judged
 from autograder.grading.evidence import Evidence
@@ -193,7 +193,7 @@ class CaseRunner:
                 else prepared.launch
             )
             started = time.monotonic()  # the launch's own time, not the reference's it is limited by
-            judgement = judged(outcome, self.spec, prepared, backend.launch(launch))
+            judgement = self._launched(backend, source_kind, outcome, prepared, launch)
         except Unsupported as e:  # the emulator's limit, not the student's fault: a person should look
             return _fault(outcome, str(e))
         except BackendError as e:
@@ -205,6 +205,20 @@ class CaseRunner:
         if left is not None:
             judgement = self._counted(judgement, ref, launch.instruction_limit == left)
         return replace(judgement, wall_s=time.monotonic() - started)
+
+    def _launched(
+        self, backend: Backend, source_kind: str, outcome: CaseOutcome, prepared: Prepared, launch: Launch
+    ) -> CaseOutcome:
+        """``launch`` run on ``backend`` and judged. The reference's counts where this machine keeps
+        them (``reference_cache``) instead of its run, and a run's kept for the next grading."""
+        if source_kind == "reference":
+            kept = reference_cache.load(backend, launch)
+            if kept is not None:
+                return replace(outcome, counters=kept)
+        judgement = judged(outcome, self.spec, prepared, backend.launch(launch))
+        if source_kind == "reference":
+            reference_cache.store(backend, launch, judgement)
+        return judgement
 
     def _prepare(self, source_kind: str, source: str, ref: GroupCase) -> Prepared:
         """The case's launch of ``source``. The reference's kernel runs a case on the counting
