@@ -5,8 +5,10 @@ Each figure is measured in fresh processes, as a grader meets it:
 - ``autograder grade reference`` on the emulator, the whole course: CPU seconds (user and
   system, the grader and every process it waited for: the emulator worker, NVRTC's children),
   wall seconds and the largest process's peak memory; once with an empty compile cache
-  (``AUTOGRADER_COMPILE_CACHE`` a fresh folder: what a first grading on a machine pays) and
-  once with the cache that grading filled (every later grading);
+  (``AUTOGRADER_COMPILE_CACHE`` a fresh folder: what a first grading on a machine pays),
+  once with the cache that grading filled (every later grading: its listed cases' reference
+  runs kept, ``grading/reference_cache.py``; its drawn cases new), and once more at the seed of
+  the grading before (a class's next submission: ``batch`` draws a class's cases from one seed);
 - NVRTC compiling a kernel that includes ``cooperative_groups.h``, in a fresh process: with an
   empty cache and with the cache filled.
 
@@ -66,9 +68,23 @@ def measured(command: list[str], root: Path, cache: Path) -> dict[str, float]:
 
 
 def grade_rows(root: Path, runs: int) -> list[tuple[str, dict]]:
+    """A grading with an empty cache, one on a machine that graded before (another seed: its drawn
+    cases are new), and a class's next submission (the same seed: ``batch`` draws a class's cases
+    from one)."""
     command = [sys.executable, "-m", "autograder", "grade", str(root / "reference"), "--course", str(root)]
     command += ["--backend", "emulator", "--results", "results.json", "--report", "report"]
-    return cold_and_warm("grade reference, emulator", command, root, runs, timed_inside=False)
+    cold, warm, same_seed = [], [], []
+    for run in range(runs):
+        with tempfile.TemporaryDirectory() as cache:
+            compiles = Path(cache) / "compiles"
+            cold.append(measured([*command, "--seed", str(2 * run + 1)], root, compiles))
+            warm.append(measured([*command, "--seed", str(2 * run + 2)], root, compiles))
+            same_seed.append(measured([*command, "--seed", str(2 * run + 2)], root, compiles))
+    return [
+        ("grade reference, emulator, compile cache empty", best(cold)),
+        ("the same, cache filled (another seed)", best(warm)),
+        ("the same, cache filled, the same seed (a class's next submission)", best(same_seed)),
+    ]
 
 
 def compile_rows(root: Path, runs: int) -> list[tuple[str, dict]]:
