@@ -179,9 +179,7 @@ class SharedShadow:
         clash = written != mine
         if clash.any() and stored is not None:
             clash &= _differs_from_last(stored()[0], rows, per, self.state.size).reshape(clash.shape)
-        return _race(
-            clash, "write-after-write", rows, threads, per, written.flat, np.full(self.state.size, pc)
-        )
+        return _race(clash, "write-after-write", rows, threads, per, written.flat, pc)
 
     def _rewritten(self, state, rows, threads, per, stored) -> list[Hazard]:
         """Write-after-write: words another thread wrote since the last barrier."""
@@ -318,8 +316,9 @@ class SharedShadow:
         kept = []
         for rows, threads, per, pc, ordered, strong in self.log:  # a lane's words lie in one block
             keep = ~synced[_warp_place(rows * per // wpb, threads)]
-            ordered = None if ordered is None else ordered[keep]
-            kept.append((rows[keep], threads[keep], per, pc, ordered, strong))
+            if keep.any():  # a read none of whose lanes is left checks nothing: dropped
+                ordered = None if ordered is None else ordered[keep]
+                kept.append((rows[keep], threads[keep], per, pc, ordered, strong))
         self.log = kept
         for by in (self.reader, self.atomic):
             if by is not None:
