@@ -81,47 +81,60 @@ def whole_warps(warps: np.ndarray) -> bool:
 
 
 def sectors(
-    warps: np.ndarray, addr: np.ndarray, nbytes: int, full_warps: bool = False, aligned: bool = False
+    warps: np.ndarray,
+    addr: np.ndarray,
+    nbytes: int,
+    full_warps: bool = False,
+    aligned: bool = False,
+    per_warp: int = 32,
 ) -> int:
     """Distinct 32-byte sectors per warp; ``aligned``: every address is a multiple of ``nbytes``
-    (the caller checked)."""
+    (the caller checked); ``full_warps``: each warp's are ``per_warp`` consecutive addresses (a
+    lane's each, or a wmma tile's elements)."""
     first = addr >> 5
-    row = 32 if full_warps and addr.size % 32 == 0 else None
+    row = per_warp if full_warps and addr.size % per_warp == 0 else None
     if nbytes <= 32 and (aligned or not int(np.bitwise_or.reduce(addr)) & (nbytes - 1)):
         return distinct_per_warp(warps, first, row)  # aligned: each lane in one sector
     last = (addr + (nbytes - 1)) >> 5
     if nbytes <= 32 and (first == last).all():
         return distinct_per_warp(warps, first, row)
     if row is not None:
-        both = np.concatenate([first.reshape(-1, 32), last.reshape(-1, 32)], axis=1)
-        return distinct_per_warp(warps, both.reshape(-1), 64)
+        both = np.concatenate([first.reshape(-1, row), last.reshape(-1, row)], axis=1)
+        return distinct_per_warp(warps, both.reshape(-1), 2 * row)
     order = np.argsort(np.concatenate([warps, warps]), kind="stable")
     return distinct_per_warp(np.concatenate([warps, warps])[order], np.concatenate([first, last])[order])
 
 
-FEW_WARPS = 16  # requests of up to this many full warps: one memo lookup for the request
+FEW_WARPS = 16  # requests of up to this many full warps' lanes: one memo lookup for the request
 MEMO_LIMIT = 1 << 12  # memoised patterns (a request's key is 4 KiB at most); then it starts over
-# (pattern, its dtype, words per lane) -> (wavefronts, minimum): a pure function of the pattern, so one
-# memo serves every launch of the process (most of a kernel's patterns recur in every case)
-_MEMO: dict[tuple[bytes, str, int], tuple[int, int]] = {}
+# (pattern, its dtype, words per lane, entries per warp) -> (wavefronts, minimum): a pure function of the
+# pattern, so one memo serves every launch of the process (most of a kernel's patterns recur in every case)
+Key = tuple[bytes, str, int, int]
+_MEMO: dict[Key, tuple[int, int]] = {}
 
 
 class BankModel:
     """Wavefronts of shared-memory requests, memoised by their address patterns (relative
     to each warp's first word, which is all a warp's count depends on)."""
 
-    def __init__(self, memo: dict[tuple[bytes, str, int], tuple[int, int]] = _MEMO):
+    def __init__(self, memo: dict[Key, tuple[int, int]] = _MEMO):
         self._memo = memo
 
     def wavefronts(
-        self, warps: np.ndarray, words: np.ndarray, full_warps: bool, words_per_lane: int = 1
+        self,
+        warps: np.ndarray,
+        words: np.ndarray,
+        full_warps: bool,
+        words_per_lane: int = 1,
+        per_warp: int = 32,
     ) -> tuple[int, int]:
         """(wavefronts, minimum wavefronts) summed over the warps of one request; each lane
-        reads ``words_per_lane`` consecutive words from ``words``."""
-        if full_warps and words.size % 32 == 0 and words.size:
-            rows = words.reshape(-1, 32)
+        reads ``words_per_lane`` consecutive words from ``words``; ``full_warps``: each warp's
+        are ``per_warp`` consecutive entries (a lane's each, or a wmma tile's elements)."""
+        if full_warps and words.size % per_warp == 0 and words.size:
+            rows = words.reshape(-1, per_warp)
             rel = rows - rows[:, :1]  # a warp's count depends only on its words relative to one
-            if rows.shape[0] <= FEW_WARPS:
+            if rel.size <= FEW_WARPS * 32:
                 return self._request(rel, words_per_lane)
             if (rel == rel[0]).all():
                 count, minimum = self._row(rel[0], words_per_lane)
@@ -135,7 +148,7 @@ class BankModel:
 
     def _request(self, rel: np.ndarray, words_per_lane: int) -> tuple[int, int]:
         """A few full warps, each row of ``rel`` one warp's words relative to its first."""
-        key = (rel.tobytes(), rel.dtype.char, words_per_lane)
+        key = (rel.tobytes(), rel.dtype.char, words_per_lane, rel.shape[1])
         counts = self._memo.get(key)
         if counts is None:
             rows = [self._row(r, words_per_lane) for r in rel]
@@ -144,14 +157,14 @@ class BankModel:
 
     def _row(self, rel: np.ndarray, words_per_lane: int) -> tuple[int, int]:
         """The lanes of one warp, ``rel`` their words relative to the first one's."""
-        key = (rel.tobytes(), rel.dtype.char, words_per_lane)
+        key = (rel.tobytes(), rel.dtype.char, words_per_lane, rel.size)
         counts = self._memo.get(key)
         if counts is None:
             every = (rel[:, None] + np.arange(words_per_lane)).reshape(-1)
             counts = self._remember(key, _row_wavefronts(every))
         return counts
 
-    def _remember(self, key: tuple[bytes, str, int], counts: tuple[int, int]) -> tuple[int, int]:
+    def _remember(self, key: Key, counts: tuple[int, int]) -> tuple[int, int]:
         if len(self._memo) >= MEMO_LIMIT:  # data-dependent addresses: a new pattern each time
             self._memo.clear()
         self._memo[key] = counts

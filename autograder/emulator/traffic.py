@@ -50,20 +50,23 @@ class Traffic:
         aligned: bool = False,
         seen: Pattern | None = None,
         into: dict | None = None,
+        per_warp: int = 0,
     ) -> None:
         """Requests, bytes, sectors or wavefronts (and values: elements of the instruction's own
         type, which nothing graded reads) of one instruction; ``words`` are
         the lanes' shared words when the caller has them (any block offset: banks repeat);
         ``aligned``: the caller found every address aligned to ``total``; ``seen``: their
         ``Pattern`` when every lane of the chunk accesses (its counts are worked out once);
-        ``into``: where to add them (default: the instruction's tally)."""
+        ``into``: where to add them (default: the instruction's tally); ``per_warp``: the
+        entries of ``idx`` come in whole warps of this many each (a wmma tile's elements, its
+        lanes repeated), else one entry a lane."""
         if not self.counted:
             return
         if self.space == "generic":
             for _sub, sub_idx, rel, space in by_window(idx, a):
                 self._count(space, sub_idx, rel, total, vec, write)
             return
-        self._count(self.space, idx, a, total, vec, write, words, aligned, seen, into)
+        self._count(self.space, idx, a, total, vec, write, words, aligned, seen, into, per_warp)
 
     def count_atomic(self, idx: np.ndarray | None, a: np.ndarray, size: int) -> None:
         """An atomic (``atom`` or ``red``) reads and writes its address: a load request and
@@ -83,6 +86,7 @@ class Traffic:
         aligned: bool = False,
         seen: Pattern | None = None,
         into: dict | None = None,
+        per_warp: int = 0,
     ) -> None:
         """``count`` in ``space``: only global and shared memory count."""
         if space != "shared" and space != "global":  # local memory: not counted
@@ -95,14 +99,15 @@ class Traffic:
         events[requests_] += ch.n_warps if idx is None else warp_count(warps)
         events[values_] += lanes * vec  # elements of the instruction's type: never graded
         events[bytes_] += lanes * total
-        full = ch.full_warps if idx is None else whole_warps(warps)
+        full = bool(per_warp) or (ch.full_warps if idx is None else whole_warps(warps))
+        row = per_warp or 32
         if space == "shared":
-            wavefronts, minimum = self._wavefronts(a, total, warps, full, words, aligned, seen)
+            wavefronts, minimum = self._wavefronts(a, total, warps, full, words, aligned, seen, row)
             events[wavefronts_] += wavefronts
             events[conflicts_] += wavefronts - minimum
             return
         if seen is None:
-            count = sectors(warps, a, total, full, aligned)
+            count = sectors(warps, a, total, full, aligned, row)
         else:  # sectors: the pattern, where the first address falls in its sector, the block size
             key = ("sectors", total, int(a[0]) & 31, ch.bs, aligned)
             found = seen.counts.get(key)
@@ -120,12 +125,14 @@ class Traffic:
         words: np.ndarray | None,
         aligned: bool,
         seen: Pattern | None,
+        row: int,
     ) -> tuple[int, int]:
-        """A shared request's wavefronts, and the fewest its warps' lanes could take."""
+        """A shared request's wavefronts, and the fewest its warps' lanes could take (``row``:
+        the entries of each of its warps, where ``full``)."""
         words_per_lane = max(1, total // 4)
         words = a >> 2 if words is None else words
         if seen is None or not aligned or total < 4:
-            return self.ch.m.banks.wavefronts(warps, words, full, words_per_lane)
+            return self.ch.m.banks.wavefronts(warps, words, full, words_per_lane, row)
         # a warp's wavefronts depend on its words relative to its first: on the pattern, the
         # block size (which lanes form a warp) and the words per lane, once aligned to 4 bytes
         key = ("banks", words_per_lane, self.ch.bs)

@@ -141,7 +141,7 @@ def _build_transfer(ins: Instr, ch, write: bool) -> Executor:
         rows = warp_rows(ch, idx)
         addresses, owners = _addresses(ins, rows, get_addr, get_stride, idx, size)
         groups = access.locate(owners, addresses, size, write, size)
-        access.traffic.count(owners, addresses, size, 1, write)
+        access.traffic.count(owners, addresses, size, 1, write, per_warp=ELEMENTS)
         values = (
             _gather_fragment(regs, rows, halves).reshape(-1).astype(dtype)
             if write
