@@ -23,6 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
+
 from autograder.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,10 +50,12 @@ def console_steps(block: str) -> list[tuple[str, list[str]]]:
 
 def check_commands() -> list[str]:
     """Every ``autograder`` command that has a ``--check`` flag, as ``autograder --help`` lists them."""
+    context = click.Context(main)
+    commands = {name: main.get_command(context, name) for name in main.list_commands(context)}
     return sorted(
         f"autograder {name} --check"
-        for name, command in main.commands.items()
-        if any("--check" in param.opts for param in command.params)
+        for name, command in commands.items()
+        if command and any("--check" in param.opts for param in command.params)
     )
 
 

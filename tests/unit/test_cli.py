@@ -320,3 +320,34 @@ def test_grade_outside_a_course_says_so_in_results_json(tmp_path, monkeypatch):
     assert outcome.exit_code == 2
     output = json.loads((tmp_path / "results.json").read_text())["output"]
     assert "no course found at" in output and "--course DIR or AUTOGRADER_COURSE=DIR" in output
+
+
+def test_every_command_a_cli_module_defines_is_one_of_autograders_and_loads_only_when_asked():
+    """``cli.COMMANDS`` names each command's module: a command defined but not listed would be
+    missing from ``autograder``; ``grade`` loads neither the batch nor the service."""
+    import importlib
+    import pkgutil
+
+    import click
+
+    defined = {
+        command.name
+        for module in pkgutil.iter_modules(cli.__path__)
+        for command in vars(importlib.import_module(f"autograder.cli.{module.name}")).values()
+        if isinstance(command, click.Command) and not isinstance(command, click.Group)
+    }
+    context = click.Context(cli.main)
+    assert set(cli.main.list_commands(context)) == defined
+    assert all(cli.main.get_command(context, name).name == name for name in defined)
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from autograder.cli import main; main.get_command(None, 'grade');"
+            " print(sorted(m for m in sys.modules if m.startswith('autograder.cli.')))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "whole_class" not in loaded and "service" not in loaded and "grading" in loaded
