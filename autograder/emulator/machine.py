@@ -29,11 +29,11 @@ runs, and a register-only one builds only its every-lane path until some lanes r
 
 Small launches: a chunk of a few hundred lanes spends most of its time in Python per
 instruction, not in numpy, so for it (``ops.FUSED_LANES``, ``chunk.SHELL_BYTES``) a run of independent
-f32 fmas (a register tile's update, ``ops.fma_runs``) is one instruction, and the chunk is kept
-when its launch ends (``chunk.Chunk.release``): the next launch of the same kernel and shape runs in
-it (``Chunk.acquire``), registers zeroed, with the executors that hold nothing of a launch
-(register-only instructions, loads and stores through a register's address: ``portable``) and,
-where it runs the same blocks of the same grid, those that read their special registers
+f32 fmas (a register tile's update, ``ops.fma_runs``) is one instruction, as is a run of wmma.mmas,
+and the chunk is kept when its launch ends (``chunk.Chunk.release``): the next launch of the same
+kernel and shape runs in it (``Chunk.acquire``), registers zeroed, with the executors that hold
+nothing of a launch (register-only instructions, loads and stores through a register's address:
+``portable``) and, where it runs the same blocks of the same grid, those that read their special registers
 (``placed``).
 Most launches are the first of their kernel at their shape, so a small chunk's register-only
 instructions run executors built once per kernel, which read the registers of the chunk they
@@ -172,7 +172,7 @@ class Decoded:
     targets: list[int]  # per instruction: a branch's target, or -1
     leaves: list[bool]  # per instruction: a branch straight to an exit (a return)?
     spins: list[bool]  # per instruction: the back-edge of a spin-wait (spin_waits)?
-    fma_runs: list[int]  # per instruction: the independent f32 fmas from it on (ops.fma_runs)
+    fma_runs: list[int]  # per instruction: the independent f32 fmas or mmas from it on (ops.fma_runs)
     rows: LineRows  # the counters' rows: each instruction's source line and flops (ops.lane_flops)
     portable: list[bool]  # per instruction: its executor holds nothing of a launch (portable)
     placed: list[bool]  # per instruction: nothing of a launch but its blocks' special registers (placed)

@@ -400,23 +400,24 @@ def _fma_f32(a, b, c):
     return rounding.canonical(rounding.to_odd(s, e).astype(np.float32))
 
 
-FUSED_LANES = 8192  # chunks of up to this many lanes run a run of independent fmas as one
+FUSED_LANES = 8192  # chunks of up to this many lanes run a run of independent fmas or wmma.mmas as one
 
 
 def fma_runs(program: list[Instr], registers: dict[str, str]) -> list[int]:
-    """Per instruction: how many independent f32 ``fma``s run from it on (two at least; else
-    0): unguarded, on f32 registers only, none reading or writing a register an earlier one of
-    the run writes. A register tile's update is such a run (V*V fmas); ``build_fma_run``
-    computes one as one instruction, with the results of one at a time."""
+    """Per instruction: how many independent f32 ``fma``s, or ``wmma.mma``s, run from it on (two
+    at least; else 0): unguarded, on registers only (an fma's all f32), one opcode a run, none
+    reading or writing a register an earlier one of the run writes. A register tile's update is
+    such a run (V*V fmas), and so is a warp's tile of accumulator fragments (FRAG_M*FRAG_N
+    mmas); ``build_run`` computes one as one instruction, with the results of one at a time."""
     runs = [0] * len(program)
-    start, written = 0, set()
+    start, written, op = 0, set(), None
     for k, ins in enumerate(program):
-        names = [o.name for o in ins.operands] if _fusable_fma(ins, registers) else None
-        if names is None or written & set(names):
+        fused = _run_registers(ins, registers)
+        if fused is None or ins.op != op or written.intersection(fused[1]):
             _close_run(runs, start, k)
-            start, written = (k + 1 if names is None else k), set()
-        if names is not None:
-            written.add(names[0])
+            start, written, op = (k + 1, set(), None) if fused is None else (k, set(), ins.op)
+        if fused is not None:
+            written.update(fused[0])
     _close_run(runs, start, len(program))
     return runs
 
@@ -427,6 +428,17 @@ def _close_run(runs: list[int], start: int, end: int) -> None:
         runs[j] = end - j
 
 
+def _run_registers(ins: Instr, registers: dict[str, str]) -> tuple[list[str], list[str]] | None:
+    """The registers an instruction of a run writes and those it names, or None where it can
+    be part of no run (``fma_runs``)."""
+    if ins.op == "wmma":
+        return wmma.mma_registers(ins)
+    if not _fusable_fma(ins, registers):
+        return None
+    names = [o.name for o in ins.operands]
+    return names[:1], names
+
+
 def _fusable_fma(ins: Instr, registers: dict[str, str]) -> bool:
     return (
         ins.op == "fma"
@@ -435,6 +447,23 @@ def _fusable_fma(ins: Instr, registers: dict[str, str]) -> bool:
         and len(ins.operands) == 4
         and all(type(o) is Reg and not o.negate and registers.get(o.name) == "f32" for o in ins.operands)
     )
+
+
+def build_run(run: list[Instr], ch) -> Callable[[], None]:
+    """The executor of a run (``fma_runs``) for every lane of chunk ``ch``: a run of wmma.mmas
+    whose fragments ``wmma.build_mma_run`` cannot gather at once runs each instruction's own."""
+    if run[0].op != "wmma":
+        return build_fma_run(run, ch)
+    fused = wmma.build_mma_run(run, ch)
+    if fused is not None:
+        return fused
+    each = [build_executor(ins, ch) for ins in run]
+
+    def one_by_one() -> None:
+        for executor in each:
+            executor(None)
+
+    return one_by_one
 
 
 def build_fma_run(run: list[Instr], ch) -> Callable[[], None]:

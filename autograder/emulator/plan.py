@@ -6,7 +6,7 @@ barriers are the scheduler's and have no executor; a small chunk's register-only
 loads and stores run the executors their kernel shares (``shared.Shared``); the others' are
 built when they first run (``ops.build_executor``), so that an instruction the scheduler
 reaches but no lane runs (a guard none passes) costs nothing to build. On a small chunk a run
-of independent fmas is one executor (``ops.fma_runs``), built by its first instruction, and
+of independent fmas or wmma.mmas is one executor (``ops.fma_runs``), built by its first instruction, and
 counted for each of its instructions when the chunk's run ends (``tally_runs``). A chunk kept
 for the next launch of its shape keeps the entries whose executors hold nothing of a launch
 (``keep``)."""
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from autograder.emulator.counters import Tally
 from autograder.emulator.isa import SIDE, Executor, Instr
 from autograder.emulator.lanes import Lanes
-from autograder.emulator.ops import FUSED_LANES, build_executor, build_fma_run
+from autograder.emulator.ops import FUSED_LANES, build_executor, build_run
 from autograder.emulator.registers import RegisterFile
 from autograder.emulator.shared import Shared
 
@@ -29,7 +29,7 @@ class Plan:
     """The entries of ``program`` (its instructions' ``kinds``) for ``chunk`` (a ``chunk.Chunk``,
     which holds this plan: what its executors are built against) and its ``registers``: ``entries[k]``,
     None until ``entry(k)``, whose executor is the kernel's where ``shared`` (a small chunk's) has
-    one (``shared.Shared``); ``runs[k]``: the fmas of the run that starts at ``k`` (0: none);
+    one (``shared.Shared``); ``runs[k]``: the fmas or wmma.mmas of the run from ``k`` on (0: none);
     ``fused``: the runs' executors by their first instruction; ``ran``: per run run, its lanes
     and warps so far; ``memo_bytes``: what the entries' executors remember of their requests
     (``access.MEMO_BYTES``)."""
@@ -49,7 +49,7 @@ class Plan:
         self.program, self.kinds = program, kinds
         self.entries: list[Entry | None] = [None] * len(program)
         self.runs = fma_runs if chunk.n <= FUSED_LANES else [0] * len(program)
-        self.fused: dict[int, Callable[[], None]] = {}  # every lane runs a run of fmas
+        self.fused: dict[int, Callable[[], None]] = {}  # every lane runs a run of fmas or wmma.mmas
         self.ran: dict[int, list[int]] = {}
         self.memo_bytes = 0
 
@@ -64,8 +64,8 @@ class Plan:
         return entry
 
     def fused_run(self, k: int, span: int) -> Callable[[], None]:
-        """The executor of the run of fmas ``k .. k + span - 1``."""
-        run = self.fused[k] = build_fma_run(self.program[k : k + span], self.ch)
+        """The executor of the run ``k .. k + span - 1`` (fmas, or wmma.mmas)."""
+        run = self.fused[k] = build_run(self.program[k : k + span], self.ch)
         return run
 
     def _deferred(self, k: int) -> Executor:
@@ -77,7 +77,7 @@ class Plan:
         return first_run
 
     def tally_runs(self, tally: Tally) -> None:
-        """Count the runs of fmas (the scheduler ran each as one) for each of their instructions."""
+        """Count the runs (the scheduler ran each as one) for each of their instructions."""
         for first, (lanes, warps) in self.ran.items():
             for k in range(first, first + self.runs[first]):
                 tally.lanes[k] += lanes

@@ -86,7 +86,7 @@ class Scheduler:
                 break
             span = runs[i]
             if span and every is None and i + span <= stop_at and left >= act_n * span:
-                self._fused(i, span, act_n, act_warps)  # a run of fmas, every lane: as one instruction
+                self._fused(i, span, act_n, act_warps)  # a run of fmas or mmas, every lane: as one
                 left -= act_n * span
                 steps += span - 1
                 cur = i + span
@@ -141,7 +141,7 @@ class Scheduler:
         return left
 
     def _fused(self, i: int, span: int, act_n: int, act_warps: int) -> None:
-        """Every lane runs the fmas ``i .. i + span - 1`` as one; counted for each when the
+        """Every lane runs the fmas or mmas ``i .. i + span - 1`` as one; counted for each when the
         chunk's run ends (``plan.Plan.tally_runs``)."""
         plan = self.ch.plan
         counted = plan.ran.get(i)

@@ -19,7 +19,7 @@ import numpy as np
 
 from autograder.contract import Unsupported
 from autograder.emulator.access import Access, space_of
-from autograder.emulator.isa import Executor, Instr, Operand, Vec
+from autograder.emulator.isa import Executor, Instr, Operand, Reg, Vec
 
 TILE = 16
 ELEMENTS = TILE * TILE
@@ -70,10 +70,7 @@ def _gather_fragment(regs: Fragment, rows: np.ndarray, halves: bool) -> np.ndarr
     """Registers of each warp -> (warps, 256) float32 matrix elements."""
     w = rows.shape[0]
     if isinstance(regs, np.ndarray):  # one gather of every register (half the time)
-        if not halves:
-            return regs[:, rows].transpose(1, 0, 2).astype(np.float32).reshape(w, ELEMENTS)
-        pairs = np.ascontiguousarray(regs[:4, rows], "<u4").view("<f2").reshape(4, w, 32, 2)  # low half 1st
-        return pairs.transpose(1, 0, 3, 2).astype(np.float32).reshape(w, ELEMENTS)
+        return _elements(regs[: 4 if halves else len(regs), rows][None], halves)[0]
     by_slot = np.empty((w, 8, 32), np.float32)
     if halves:
         for r in range(4):
@@ -88,13 +85,10 @@ def _gather_fragment(regs: Fragment, rows: np.ndarray, halves: bool) -> np.ndarr
 
 def _scatter_fragment(regs: Fragment, rows: np.ndarray, values: np.ndarray, halves: bool) -> None:
     """(warps, 256) elements -> the registers of each warp's lanes."""
-    by_slot = values.reshape(-1, 8, 32)
     if isinstance(regs, np.ndarray):  # every register at once
-        if halves:  # register r holds elements 2r and 2r + 1 (mod 8)
-            bits = by_slot.astype(np.float16).view(np.uint16).astype(np.uint32)
-            by_slot = (bits[:, 0::2] | (bits[:, 1::2] << 16))[:, np.arange(len(regs)) % 4]
-        regs[:, rows] = by_slot.transpose(1, 0, 2)
+        regs[:, rows] = _registers(values[None], len(regs), halves)[0]
         return
+    by_slot = values.reshape(-1, 8, 32)
     if halves:
         bits = by_slot.astype(np.float16).view(np.uint16).astype(np.uint32)
         for r in range(len(regs)):
@@ -103,6 +97,26 @@ def _scatter_fragment(regs: Fragment, rows: np.ndarray, values: np.ndarray, halv
     else:
         for j in range(8):
             regs[j].view(np.float32)[rows] = by_slot[:, j].astype(np.float32)
+
+
+def _elements(regs: np.ndarray, halves: bool) -> np.ndarray:
+    """Fragments' registers, (fragments, registers, warps, 32 lanes) -> their elements,
+    (fragments, warps, 256) float32."""
+    f, _, w, _ = regs.shape
+    if not halves:
+        return regs.transpose(0, 2, 1, 3).astype(np.float32).reshape(f, w, ELEMENTS)
+    pairs = np.ascontiguousarray(regs[:, :4], "<u4").view("<f2").reshape(f, 4, w, 32, 2)  # low half 1st
+    return pairs.transpose(0, 2, 1, 4, 3).astype(np.float32).reshape(f, w, ELEMENTS)
+
+
+def _registers(values: np.ndarray, count: int, halves: bool) -> np.ndarray:
+    """Fragments' elements, (fragments, warps, 256) -> their ``count`` registers each,
+    (fragments, registers, warps, 32 lanes)."""
+    by_slot = values.reshape(values.shape[0], -1, 8, 32)
+    if halves:  # register r holds elements 2r and 2r + 1 (mod 8)
+        bits: np.ndarray = by_slot.astype(np.float16).view(np.uint16).astype(np.uint32)
+        by_slot = (bits[:, :, 0::2] | (bits[:, :, 1::2] << 16))[:, :, np.arange(count) % 4]
+    return by_slot.transpose(0, 2, 1, 3)
 
 
 def _addresses(ins, rows, get_addr, get_stride, idx, size):
@@ -166,6 +180,80 @@ def _build_mma(ins, ch):
     d, c = _regs(ch, ins.operands[0], _halves(d_type)), _regs(ch, ins.operands[3], _halves(c_type))
     a, b = (_regs(ch, o, True) for o in ins.operands[1:3])
     return mma_executor(ins, lambda: (ch, d, a, b, c))
+
+
+def mma_registers(ins: Instr) -> tuple[list[str], list[str]] | None:
+    """A ``wmma.mma``'s registers, as ``ops.fma_runs`` joins it to a run: those it writes (its
+    ``d`` fragment's) and those it names; None for another instruction, or one that joins no run
+    (guarded, not m16n16k16, a fragment not of plain registers)."""
+    if ins.mods[:1] != ("mma",) or "m16n16k16" not in ins.mods or ins.guard is not None:
+        return None
+    fragments = ins.operands[:4]
+    if not all(
+        isinstance(o, Vec) and all(type(r) is Reg and not r.negate for r in o.items) for o in fragments
+    ):
+        return None
+    names = [[r.name for r in o.items] for o in fragments]  # type: ignore[union-attr]
+    return names[0], [name for fragment in names for name in fragment]
+
+
+def build_mma_run(run: list[Instr], ch) -> Callable[[], None] | None:
+    """Every lane of ``ch`` runs the independent ``wmma.mma``s of ``run`` (``ops.fma_runs``) as
+    ``mma_executor`` runs each: each fragment's registers gathered as rows of its table at once
+    (each distinct a and b fragment once), every product in one ``np.matmul`` (a 16 x 16 product
+    each, as apart), the results written at once. None where the fragments of one operand do not
+    lie in one table or their types differ from one instruction to another."""
+    d_types, c_types = {ins.types[-2] for ins in run}, {ins.types[-1] for ins in run}
+    if len(d_types) != 1 or len(c_types) != 1:
+        return None
+    d_halves, c_halves = _halves(d_types.pop()), _halves(c_types.pop())
+    a_names = list(dict.fromkeys(_names(ins.operands[1]) for ins in run))
+    b_names = list(dict.fromkeys(_names(ins.operands[2]) for ins in run))
+    which_a = [a_names.index(_names(ins.operands[1])) for ins in run]
+    which_b = [b_names.index(_names(ins.operands[2])) for ins in run]
+    places = [
+        _places(ch, a_names, True),
+        _places(ch, b_names, True),
+        _places(ch, [_names(ins.operands[3]) for ins in run], c_halves),
+        _places(ch, [_names(ins.operands[0]) for ins in run], d_halves),
+    ]
+    if any(p is None for p in places):
+        return None
+    (a, a_rows), (b, b_rows), (c, c_rows), (d, d_rows) = places  # type: ignore[misc]
+    shape = (len(run), ch.n // 32, TILE, TILE)
+
+    def fused() -> None:
+        warp_rows(ch, None)  # whole warps, or Unsupported as each instruction says
+        left = _elements(_lanes(a, a_rows), True)[which_a].reshape(shape)
+        right = _elements(_lanes(b, b_rows), True)[which_b].reshape(shape)
+        acc = _elements(_lanes(c, c_rows), c_halves).reshape(shape)
+        result = np.matmul(left, right) + acc
+        values = _registers(result.reshape(len(run), -1, ELEMENTS), d_rows.shape[1], d_halves)
+        d[d_rows] = values.reshape(*d_rows.shape, -1)
+
+    return fused
+
+
+def _names(operand: Operand) -> tuple[str, ...]:
+    return tuple(r.name for r in operand.items)  # type: ignore[union-attr]
+
+
+def _places(ch, fragments: list[tuple[str, ...]], halves: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """Registers ``fragments`` as rows of one table, seen as their words (u32 for halves, else
+    f32), and the (fragments, registers) rows; None where they lie in more than one table."""
+    try:
+        places = [[ch.registers.row(name) for name in names] for names in fragments]
+    except KeyError:  # undeclared: the instruction's own executor says so
+        return None
+    table = places[0][0][0]
+    if any(t is not table for f in places for t, _ in f) or table.dtype.itemsize != 4:
+        return None
+    return table.view(np.uint32 if halves else np.float32), np.array([[k for _, k in f] for f in places])
+
+
+def _lanes(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Rows ``rows`` (fragments, registers) of a table, every lane: (fragments, registers, warps, 32)."""
+    return table[rows].reshape(*rows.shape, -1, 32)
 
 
 def mma_executor(ins: Instr, bound: Callable[[], tuple]) -> Executor:
