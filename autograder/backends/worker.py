@@ -8,9 +8,9 @@ outlives it kills the worker's whole process group (:class:`LaunchTimeout`), a w
 dies (segfault, ``os._exit``, memory) becomes :class:`LaunchFailure`, and the next call
 starts a fresh worker. Start-up time (imports, a CUDA context) is not charged
 to the kernel: the worker reports ready before the first call is timed. A GPU worker's launches
-and timings hold its GPU's lock (``gpu_lock``: GPU tasks sharing a device take turns) from the
-moment their arguments are in the worker until their answer is ready, and the call's time limit
-starts once the lock is held.
+and timings hold its GPU's lock (``gpu_lock``: a timing has the GPU alone, launches of tasks
+sharing a device run side by side) from the moment their arguments are in the worker until their
+answer is ready, and the call's time limit starts once the lock is held.
 
 Large arrays do not travel through the socket: a message's buffers of ``SHARED_BYTES`` or more
 (the inputs and outputs of a 2**26-element case, a timing request's input sets) are pickled out
@@ -112,10 +112,10 @@ class WorkerBackend(Backend):
         self._call("compile", program, self.compile_s)
 
     def launch(self, launch: Launch) -> LaunchResult:
-        return self._call("launch", launch, launch.time_limit_s, self._device)
+        return self._call("launch", launch, launch.time_limit_s, self._device, alone=False)
 
     def time(self, request: TimingRequest) -> Timing:
-        return self._call("time", request, request.limit_s, self._device)
+        return self._call("time", request, request.limit_s, self._device, alone=True)
 
     def close(self) -> None:
         """Ask the worker to exit and wait (a watcher writes its report then); kill it past ``stop_s``.
@@ -130,17 +130,18 @@ class WorkerBackend(Backend):
             self._process.wait(timeout=self.stop_s)
         self._stop()
 
-    def _call(self, method: str, argument, limit_s: float, device: Path | None = None):
+    def _call(self, method: str, argument, limit_s: float, device: Path | None = None, alone: bool = True):
         """``method(argument)`` in the worker, its answer awaited ``limit_s``. With ``device`` (a
         GPU's lock, ``gpu_lock``) the call runs kernels: the worker receives it (its arrays moved
         into shared memory, mapped) first, then waits for the go, which is given once the GPU is
-        this process's alone; the limit starts there, so the wait for the GPU is never charged."""
+        this process's (``alone``, or shared with other launches); the limit starts there, so the
+        wait for the GPU is never charged."""
         self._ensure_started()
         conn = self._conn
         assert conn is not None  # _ensure_started started it
         try:
             send(conn, (method, argument, device is not None))
-            with gpu_lock.held(device) if device else contextlib.nullcontext():
+            with gpu_lock.held(device, alone) if device else contextlib.nullcontext():
                 if device:
                     conn.send_bytes(GO)
                 answered = _readable(conn, limit_s)

@@ -47,8 +47,8 @@ from autograder.delivery.batch import TASKS_PER_GPU
     type=click.IntRange(1, 16),
     default=TASKS_PER_GPU,
     show_default=True,
-    help="GPU tasks sharing each GPU: one's host work overlaps another's GPU work; they take turns "
-    "on the GPU itself, so timings never overlap (docs/batch.md).",
+    help="GPU tasks sharing each GPU: one's host work overlaps another's GPU work; a timing has the "
+    "GPU alone, launches share it (docs/batch.md).",
 )
 @log_level_option
 def batch(source, out, course_root, backend, assignments, seed, address, only, tasks_per_gpu):

@@ -14,7 +14,7 @@ Ray does the distribution (``docs/batch.md``): ``ray.init()`` starts an embedded
 to this machine, ``--address`` joins a real one. Emulator grading is one task asking for one
 CPU. On a GPU a submission is two tasks (:class:`Tasks`), so that the GPU waits for no compile
 or emulator check: a GPU task (:func:`time_files`, a share of a GPU: ``tasks_per_gpu`` of them
-take turns on it through ``gpu_lock``, so two timings never overlap) grades its timed items
+share it through ``gpu_lock``: a timing has it alone, launches run side by side) grades its timed items
 alone (``grade --timed-only``), and a CPU task (:func:`grade_files`) then grades it on the
 emulator as Gradescope does and takes the timed items from the GPU task's answer as Gradescope
 takes a GPU service's (``grade --gpu-answer``, ``gpu_service.answered``); the TA report records
@@ -104,7 +104,7 @@ class Settings:
     assignments: tuple[str, ...] = ()
     limit_s: float = 900.0
     course_key: str = field(default="", compare=False)
-    tasks_per_gpu: int = TASKS_PER_GPU  # GPU tasks sharing one GPU, taking turns on it (``gpu_lock``)
+    tasks_per_gpu: int = TASKS_PER_GPU  # GPU tasks sharing one GPU, a timing alone on it (``gpu_lock``)
 
     @property
     def gpus(self) -> int:
@@ -115,7 +115,7 @@ class Settings:
     @property
     def gpu_share(self) -> float:
         """What a task that runs kernels asks Ray for: its share of a GPU, ``tasks_per_gpu`` of
-        them taking turns on each (``gpu_lock``); none off a GPU."""
+        them on each (``gpu_lock``: a timing alone, launches side by side); none off a GPU."""
         return self.gpus / self.tasks_per_gpu
 
 
@@ -239,7 +239,7 @@ def with_gpu_part(done: dict, timed: dict) -> dict:
         report = json.loads(files["report.json"])
         files["report.json"] = (json.dumps({**report, "gpu": gpu}, indent=2, default=str) + "\n").encode()
     if "report.md" in files:
-        shared = "" if gpu.get("share", 1) == 1 else f", a 1/{round(1 / gpu['share'])} share taking turns"
+        shared = "" if gpu.get("share", 1) == 1 else f", a 1/{round(1 / gpu['share'])} share, timing alone"
         held = f"{gpu['ran_at']}, holding it {gpu['busy_s']:.1f} s{shared} ({gpu['status']})"
         files["report.md"] += f"\nThe timed items ran on a GPU at {held}.\n".encode()
     log = timed["files"].get("grade.log", b"")

@@ -232,8 +232,8 @@ def test_on_a_gpu_a_submission_is_a_gpu_task_for_its_timed_items_and_a_cpu_task_
     assert results["score"] == 12  # everything else: the emulator's grading, full marks
     report = json.loads((tmp_path / "out/ada/report.json").read_text())
     assert report["gpu"]["status"] == "graded" and report["gpu"]["busy_s"] == outcome.gpu_s
-    assert report["gpu"]["share"] == 0.5  # a GPU task asks Ray for half a GPU: two take turns on one
-    assert "s, a 1/2 share taking turns (graded)" in (tmp_path / "out/ada/report.md").read_text()
+    assert report["gpu"]["share"] == 0.5  # a GPU task asks Ray for half a GPU: two share one
+    assert "s, a 1/2 share, timing alone (graded)" in (tmp_path / "out/ada/report.md").read_text()
     log = (tmp_path / "out/ada/grade.log").read_text()
     cpu_part, gpu_part = log.split("--- the GPU task (grade --timed-only) ---")
     assert "correctness" in cpu_part and "performance" in cpu_part

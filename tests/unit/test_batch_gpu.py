@@ -191,7 +191,7 @@ def test_the_report_says_when_the_gpu_part_ran_and_how_long_it_held_the_gpu(cour
 
 @pytest.mark.parametrize(("backend", "share"), [("gpu", 1 / 3), ("emulator", 0.0)])
 def test_tasks_that_run_kernels_ask_ray_for_their_share_of_a_gpu(monkeypatch, backend, share):
-    """Batch's GPU tasks and the service's jobs each ask for a third of a GPU (they take turns on it
+    """Batch's GPU tasks and the service's jobs each ask for a third of a GPU (a timing alone on it
     through gpu_lock); a CPU task, and anything on the emulator, for none."""
     asked = {}
     monkeypatch.setattr(

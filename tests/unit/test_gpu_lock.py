@@ -1,5 +1,6 @@
-"""The GPU lock (``backends/gpu_lock.py``): GPU tasks sharing a device never run kernels at once,
-and waiting for the device never counts against a launch's time limit."""
+"""The GPU lock (``backends/gpu_lock.py``): a timing never runs beside another task's kernels,
+launches of tasks sharing a device run side by side, and waiting for the device never counts
+against a call's time limit."""
 
 import threading
 import time
@@ -10,7 +11,7 @@ import pytest
 
 from autograder.backends import gpu_lock
 from autograder.backends.worker import SHARED_BYTES, WorkerBackend
-from autograder.contract import Buffer, Capabilities, Launch, Program, Scalar
+from autograder.contract import Buffer, Capabilities, Launch, Program, Scalar, Timing, TimingRequest
 
 from .fake_backend import FakeBackend
 
@@ -22,29 +23,49 @@ BUSY = (
 ON_GPU = Capabilities(measures_time=True, runs_natively=True)
 
 
+class Timer(FakeBackend):
+    """A GPU stand-in whose timing takes 0.4 s and answers when it ran."""
+
+    def time(self, request: TimingRequest) -> Timing:
+        started = time.monotonic()
+        time.sleep(0.4)
+        return Timing(request.case, started, time.monotonic(), 0.0, 0.0, 1, 1, "stand-in")
+
+
 def busy_launch(limit_s: float) -> Launch:
     args = (Buffer("x", np.zeros(2, np.float64), is_output=True), Scalar("n", 2))
     return Launch(Program(BUSY, "k.cu", "k"), (1, 1, 1), (1, 1, 1), args, time_limit_s=limit_s)
 
 
-def ran_side_by_side(capabilities: Capabilities, devices: tuple[str, str], monkeypatch) -> list[tuple]:
-    """Two graders' launches at once, each from its own worker on the GPUs ``devices`` name; when
-    each kernel ran."""
+def call(worker: WorkerBackend, method: str) -> tuple[float, float]:
+    """When ``worker``'s ``launch`` or ``time`` ran: a launch's limit is 0.7 s, which a launch that
+    waited 0.4 s for the GPU and ran 0.4 s would pass only if the wait were not charged."""
+    if method == "launch":
+        return tuple(worker.launch(busy_launch(limit_s=0.7)).outputs["x"])
+    timing = worker.time(TimingRequest((busy_launch(limit_s=0.7),), Program("", "k.cu", "k"), {}, 0.0, 0.0))
+    return timing.student_ms, timing.reference_ms
+
+
+def ran_side_by_side(
+    capabilities: Capabilities, devices: tuple[str, str], monkeypatch, methods=("launch", "launch")
+) -> list[tuple]:
+    """Two graders' calls at once (``methods``), each from its own worker on the GPUs ``devices``
+    name; when each ran."""
     workers = []
     for device in devices:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", device)  # as Ray sets it for a GPU task
-        workers.append(WorkerBackend(FakeBackend, "gpu", capabilities, compile_s=10))
+        workers.append(WorkerBackend(Timer, "gpu", capabilities, compile_s=10))
     ran: list[tuple] = []
 
-    def run(worker: WorkerBackend) -> None:
-        ran.append(tuple(worker.launch(busy_launch(limit_s=0.7)).outputs["x"]))
+    def run(worker: WorkerBackend, method: str) -> None:
+        ran.append(call(worker, method))
 
     try:
         for w in workers:
             w.prestart()
         for w in workers:
-            w._ensure_started()  # both up before either launches: only the kernels compete
-        threads = [threading.Thread(target=run, args=(w,)) for w in workers]
+            w._ensure_started()  # both up before either calls: only the GPU's work competes
+        threads = [threading.Thread(target=run, args=pair) for pair in zip(workers, methods, strict=True)]
         for t in threads:
             t.start()
         for t in threads:
@@ -52,7 +73,7 @@ def ran_side_by_side(capabilities: Capabilities, devices: tuple[str, str], monke
     finally:
         for w in workers:
             w.close()
-    assert len(ran) == 2, "a launch failed (timed out waiting for the device?)"
+    assert len(ran) == 2, "a call failed (timed out waiting for the device?)"
     return sorted(ran)
 
 
@@ -61,17 +82,48 @@ def overlap(ran: list[tuple]) -> bool:
     return second_start < first_end
 
 
-def test_two_tasks_on_one_gpu_take_turns_and_the_wait_is_not_charged(monkeypatch, tmp_path):
+@pytest.mark.parametrize("methods", [("time", "launch"), ("launch", "time"), ("time", "time")])
+def test_a_timing_has_the_gpu_alone_and_the_wait_is_not_charged(monkeypatch, tmp_path, methods):
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
-    ran = ran_side_by_side(ON_GPU, ("0", "0"), monkeypatch)
+    ran = ran_side_by_side(ON_GPU, ("0", "0"), monkeypatch, methods)
     assert not overlap(ran)  # and neither timed out, though the second ended 0.8 s in: limit 0.7
 
 
-def test_tasks_on_different_gpus_and_emulators_do_not_wait(monkeypatch, tmp_path):
-    """The same launches overlap where there is nothing to share: the test above can fail."""
+def test_launches_of_tasks_sharing_a_gpu_run_side_by_side(monkeypatch, tmp_path):
+    """Nobody times a launch: several share the GPU (and the test above can fail)."""
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
-    assert overlap(ran_side_by_side(ON_GPU, ("0", "1"), monkeypatch))
-    assert overlap(ran_side_by_side(Capabilities(), ("0", "0"), monkeypatch))
+    assert overlap(ran_side_by_side(ON_GPU, ("0", "0"), monkeypatch))
+
+
+def test_tasks_on_different_gpus_and_emulators_do_not_wait(monkeypatch, tmp_path):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    assert overlap(ran_side_by_side(ON_GPU, ("0", "1"), monkeypatch, ("time", "time")))
+    assert overlap(ran_side_by_side(Capabilities(), ("0", "0"), monkeypatch, ("time", "time")))
+
+
+def test_a_waiting_timing_is_not_passed_by_launches_that_ask_after_it(tmp_path):
+    """Launches keep arriving while one runs: a timing that asked before them goes first."""
+    path = tmp_path / "gpu.lock"
+    order: list[str] = []
+    first_holds = threading.Event()
+
+    def hold(name: str, alone: bool, seconds: float) -> None:
+        with gpu_lock.held(path, alone):
+            order.append(name)
+            first_holds.set()
+            time.sleep(seconds)
+
+    first = threading.Thread(target=hold, args=("launch 1", False, 0.4))
+    first.start()
+    first_holds.wait()
+    timing = threading.Thread(target=hold, args=("timing", True, 0.1))
+    timing.start()
+    time.sleep(0.1)  # the timing now waits for launch 1
+    later = threading.Thread(target=hold, args=("launch 2", False, 0.1))
+    later.start()
+    for t in (first, timing, later):
+        t.join()
+    assert order == ["launch 1", "timing", "launch 2"]
 
 
 @pytest.mark.parametrize(
