@@ -53,20 +53,25 @@ _PATTERNS: dict[bytes, Pattern] = {}
 
 
 def pattern(a: np.ndarray, last: list | None = None) -> Pattern | None:
-    """The memoised pattern of the addresses of every lane of a small chunk (None for a larger
-    one); ``last``: the caller's ``[key, pattern]`` of its last request, kept up to date (a loop
-    keeps its pattern: equal keys compare without a hash)."""
-    if a.size > PATTERN_LANES:
+    """The pattern of the addresses of every lane of a chunk: a small chunk's memoised for the
+    process; ``last``: the caller's ``[key, pattern]`` of its last request, kept up to date (a loop
+    keeps its pattern: equal keys compare without a hash). A larger chunk's pattern is only
+    its caller's last one kept (None without ``last``): a key of its size costs more to hash
+    than to compare."""
+    small = a.size <= PATTERN_LANES
+    if not small and last is None:
         return None
     rel = a - a[0]
     key = rel.tobytes()
     if last is not None and key == last[0]:
         return last[1]
-    found = _PATTERNS.get(key)
+    found = _PATTERNS.get(key) if small else None
     if found is None:
-        if len(_PATTERNS) >= PATTERN_LIMIT:
-            _PATTERNS.clear()
-        found = _PATTERNS[key] = Pattern(rel)
+        found = Pattern(rel)
+        if small:
+            if len(_PATTERNS) >= PATTERN_LIMIT:
+                _PATTERNS.clear()
+            _PATTERNS[key] = found
     if last is not None:
         last[:] = key, found
     return found

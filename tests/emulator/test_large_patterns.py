@@ -1,0 +1,92 @@
+"""A chunk of more than ``patterns.PATTERN_LANES`` lanes keeps the pattern of each load's and
+store's last request (``patterns.pattern`` with ``last``): a loop that moves a request's first
+address but not its pattern has its bounds, alignment, sectors, wavefronts and shadow spans
+from the pattern, as a small chunk's have. Against the same launches with no pattern for large
+chunks (the path it replaces): outputs, findings and counters, per line, the same.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autograder.backends.compiler import compile_ptx
+from autograder.contract import Buffer, Program, Scalar
+from autograder.emulator import access, patterns
+from autograder.emulator.machine import decoded_kernel
+
+from .helpers import launch, out, reported
+
+STRIDES = r"""
+// Each trip reads x at a pattern that stays (a stride a lane), then one that alternates with
+// the trip, its first address moving by `step` floats (some trips in one sector, some across
+// two; the last trips may read past x); the tile is filled at a drawn stride (bank conflicts,
+// two lanes of a block on one word: a race; words no lane wrote: uninitialised reads).
+extern "C" __global__ void strides(const float* x, float* y, int stride, int step, int trips,
+                                   int spread, int n) {
+    __shared__ float tile[512];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    tile[(t * spread) & 511] = x[i % n];
+    tile[(t * spread + 256) & 511] = x[(i + 7) % n];
+    __syncthreads();
+    float s = 0.0f;
+    for (int k = 0; k < trips; ++k) {
+        s += x[t * stride + k * step];
+        s += x[t * (1 + (k & 1)) + blockIdx.x * step];
+        s += tile[(t * stride + k) & 511];
+    }
+    y[i] = s;
+}
+"""
+
+
+def _draw(rng) -> list:
+    blocks, threads = int(rng.choice([12, 20])), 256
+    n = int(rng.integers(3000, 6000))
+    stride = int(rng.choice([1, 1, 2, 3, 8, 33]))
+    step = int(rng.integers(1, 40))
+    trips = int(rng.integers(2, 7))
+    spread = int(rng.choice([1, 2, 3, 4]))
+    x = rng.standard_normal(n).astype(np.float32)
+    args = [Buffer("x", x), out("y", blocks * threads)]
+    args += [Scalar(name, np.int32(v)) for name, v in [("stride", stride), ("step", step), ("trips", trips)]]
+    args += [Scalar("spread", np.int32(spread)), Scalar("n", np.int32(n))]
+    return [blocks, threads, args]
+
+
+def _small_only(monkeypatch) -> None:
+    """The path replaced: no pattern for a request of more lanes than ``PATTERN_LANES``."""
+    kept = access.pattern
+    monkeypatch.setattr(
+        access, "pattern", lambda a, last=None: None if a.size > patterns.PATTERN_LANES else kept(a, last)
+    )
+
+
+def _large_seen(monkeypatch) -> list[bool]:
+    """Per request from now on: did a request of a large chunk get a pattern?"""
+    kept, large = access.pattern, []
+
+    def counted(a, last=None):
+        found = kept(a, last)
+        large.append(found is not None and a.size > patterns.PATTERN_LANES)
+        return found
+
+    monkeypatch.setattr(access, "pattern", counted)
+    return large
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_large_chunks_keeping_their_last_pattern_report_what_they_did_without(rng, monkeypatch, seed):
+    compile_ptx(Program(STRIDES, "kernel.cu", "strides"))
+    for _ in range(4):
+        blocks, threads, args = _draw(rng)
+        large = _large_seen(monkeypatch)
+        fast = reported(launch(STRIDES, "strides", blocks, threads, args))
+        assert any(large)  # the path under test ran
+        monkeypatch.undo()
+        decoded_kernel.cache_clear()
+        _small_only(monkeypatch)
+        slow = reported(launch(STRIDES, "strides", blocks, threads, args))
+        monkeypatch.undo()
+        decoded_kernel.cache_clear()
+        assert fast == slow
