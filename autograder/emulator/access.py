@@ -42,7 +42,7 @@ from autograder.emulator.memory import (
     window_of,
 )
 from autograder.emulator.memory_findings import AccessFindings
-from autograder.emulator.patterns import PATTERN_LANES, Pattern, Resolved, inside_aligned, pattern
+from autograder.emulator.patterns import KEPT_LANES, PATTERN_LANES, Pattern, Resolved, inside_aligned, pattern
 from autograder.emulator.registers import Putter
 from autograder.emulator.shadow import wide
 from autograder.emulator.shadow_check import ShadowCheck
@@ -87,15 +87,20 @@ class Access:
         self.last_pattern: list = [b"", None]  # the pattern of its last request of every lane
 
     def resolve(self, a: np.ndarray, total: int, vec: int, write: bool, shift: int) -> Resolved | None:
-        """Every lane of a small chunk reaching one shared variable at ``a``, aligned: where
+        """Every lane of a chunk reaching one shared variable at ``a``, aligned: where
         in the chunk's shared bytes, the shadow words, and the request's counts, memoised by
         the exact addresses (a loop over a tile reaches the same ones each trip); None, with
-        nothing reported, where some lane is outside or misaligned (``locate`` says which)."""
-        if a.size > PATTERN_LANES:
+        nothing reported, where some lane is outside or misaligned (``locate`` says which). A
+        chunk of more than ``PATTERN_LANES`` lanes keeps only its last request's (none past
+        ``KEPT_LANES``): a key of its size costs more to hash than to compare."""
+        if a.size > KEPT_LANES:
             return None
         key = a.tobytes()
         # the addresses of its last run (a tile's, trip after trip) need no hash
-        found = self._last[1] if key == self._last[0] else self._resolved.get(key)
+        if key == self._last[0]:
+            found = self._last[1]
+        else:
+            found = self._resolved.get(key) if a.size <= PATTERN_LANES else None
         if found is None:
             found = self._resolve(key, a, total, vec, write, shift)
             if found is None:
@@ -109,7 +114,8 @@ class Access:
     def _resolve(
         self, key: bytes, a: np.ndarray, total: int, vec: int, write: bool, shift: int
     ) -> Resolved | None:
-        """``resolve`` of addresses not met before (``key``: their bytes), remembered."""
+        """``resolve`` of addresses not met before (``key``: their bytes), remembered (a small
+        chunk's within the chunk's ``MEMO_BYTES``)."""
         seen = pattern(a, self.last_pattern)
         if seen is None or not self._one_variable(a, total, seen):
             return None
@@ -121,6 +127,8 @@ class Access:
         span = seen.span(int(a[0]), total, ch.shared.unit_shift)
         rows = self.shadow.rows(off, total, words)
         found = Resolved(off, off >> shift, tuple(events.items()), seen, rows, span)
+        if a.size > PATTERN_LANES:  # kept as the last one only (resolve)
+            return found
         size = len(key) + off.nbytes + found.el.nbytes + found.rows.nbytes
         if ch.plan.memo_bytes + size > MEMO_BYTES:  # a kernel of very many shared accesses
             return None

@@ -15,6 +15,7 @@ import numpy as np
 
 PATTERN_LANES = 2048  # requests of up to this many lanes are memoised by their pattern
 PATTERN_LIMIT = 1 << 8  # memoised patterns (16 KiB each at most); then the memo starts over
+KEPT_LANES = 1 << 15  # requests of up to this many lanes keep their last pattern (0.5 MiB at most)
 
 
 class Pattern:
@@ -56,10 +57,10 @@ def pattern(a: np.ndarray, last: list | None = None) -> Pattern | None:
     """The pattern of the addresses of every lane of a chunk: a small chunk's memoised for the
     process; ``last``: the caller's ``[key, pattern]`` of its last request, kept up to date (a loop
     keeps its pattern: equal keys compare without a hash). A larger chunk's pattern is only
-    its caller's last one kept (None without ``last``): a key of its size costs more to hash
-    than to compare."""
+    its caller's last one kept (None without ``last``, or past ``KEPT_LANES``): a key of its
+    size costs more to hash than to compare."""
     small = a.size <= PATTERN_LANES
-    if not small and last is None:
+    if not small and (last is None or a.size > KEPT_LANES):
         return None
     rel = a - a[0]
     key = rel.tobytes()
