@@ -1,9 +1,10 @@
 """What a memory request's addresses are worked out once for, so that a small launch pays for
 its bounds, counters and shadow rows once per request and not once per instruction it runs.
 
-``Pattern``: the addresses of one request of every lane of a small chunk relative to its first
+``Pattern``: the addresses of one request of every lane of a chunk relative to its first
 lane's (extent, alignment, bank wavefronts, sectors), memoised for the whole process by that
-pattern (``pattern``): a loop moves a request's first address but rarely its pattern.
+pattern (``pattern``; a chunk of more than ``PATTERN_LANES`` lanes by its ends, compared whole):
+a loop moves a request's first address but rarely its pattern.
 ``Resolved``: where a shared request of every lane lands, memoised per instruction by its exact
 addresses (``access.Access.resolve``): a loop over a tile makes the same request trip after trip."""
 
@@ -15,7 +16,9 @@ import numpy as np
 
 PATTERN_LANES = 2048  # requests of up to this many lanes are memoised by their pattern
 PATTERN_LIMIT = 1 << 8  # memoised patterns (16 KiB each at most); then the memo starts over
-KEPT_LANES = 1 << 15  # requests of up to this many lanes keep their last pattern (0.5 MiB at most)
+KEPT_LANES = 1 << 15  # larger requests of up to this many lanes are memoised by their ends (``_large``)
+LARGE_LIMIT = 32  # memoised patterns of larger requests (0.5 MiB each at most); then it starts over
+ENDS = 256  # bytes of a larger request's key at each end that its memo is keyed by
 
 
 class Pattern:
@@ -51,30 +54,45 @@ class Pattern:
 
 
 _PATTERNS: dict[bytes, Pattern] = {}
+_LARGE: dict[tuple[int, bytes, bytes], tuple[bytes, Pattern]] = {}  # by _large's ends: (key, pattern)
 
 
 def pattern(a: np.ndarray, last: list | None = None) -> Pattern | None:
-    """The pattern of the addresses of every lane of a chunk: a small chunk's memoised for the
-    process; ``last``: the caller's ``[key, pattern]`` of its last request, kept up to date (a loop
-    keeps its pattern: equal keys compare without a hash). A larger chunk's pattern is only
-    its caller's last one kept (None without ``last``, or past ``KEPT_LANES``): a key of its
-    size costs more to hash than to compare."""
-    small = a.size <= PATTERN_LANES
-    if not small and (last is None or a.size > KEPT_LANES):
+    """The memoised pattern of the addresses of every lane of a chunk of up to ``KEPT_LANES``
+    lanes (None for a larger one); ``last``: the caller's ``[key, pattern]`` of its last request,
+    kept up to date (a loop keeps its pattern: equal keys compare without a hash)."""
+    if a.size > KEPT_LANES:
         return None
     rel = a - a[0]
     key = rel.tobytes()
     if last is not None and key == last[0]:
         return last[1]
-    found = _PATTERNS.get(key) if small else None
-    if found is None:
-        found = Pattern(rel)
-        if small:
-            if len(_PATTERNS) >= PATTERN_LIMIT:
-                _PATTERNS.clear()
-            _PATTERNS[key] = found
+    found = _small(key, rel) if a.size <= PATTERN_LANES else _large(key, rel)
     if last is not None:
         last[:] = key, found
+    return found
+
+
+def _small(key: bytes, rel: np.ndarray) -> Pattern:
+    found = _PATTERNS.get(key)
+    if found is None:
+        if len(_PATTERNS) >= PATTERN_LIMIT:
+            _PATTERNS.clear()
+        found = _PATTERNS[key] = Pattern(rel)
+    return found
+
+
+def _large(key: bytes, rel: np.ndarray) -> Pattern:
+    """A larger request's pattern, memoised by its size and its key's ends and compared whole:
+    a key of its size costs more to hash than to compare."""
+    ends = (len(key), key[:ENDS], key[-ENDS:])
+    kept = _LARGE.get(ends)
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    if len(_LARGE) >= LARGE_LIMIT:
+        _LARGE.clear()
+    found = Pattern(rel)
+    _LARGE[ends] = key, found
     return found
 
 

@@ -1,7 +1,8 @@
 """A chunk of more than ``patterns.PATTERN_LANES`` lanes keeps the pattern of each load's and
-store's last request (``patterns.pattern`` with ``last``): a loop that moves a request's first
-address but not its pattern has its bounds, alignment, sectors, wavefronts and shadow spans
-from the pattern, as a small chunk's have; a shared request keeps where its last addresses
+store's last request (``patterns.pattern`` with ``last``), and patterns are memoised for the
+process by their ends, compared whole (``patterns._large``): a loop that moves a request's
+first address but not its pattern has its bounds, alignment, sectors, wavefronts and shadow
+spans from the pattern, as a small chunk's have; a shared request keeps where its last addresses
 landed (``access.Access.resolve``): a tile read at the same addresses trip after trip. Against
 the same launches with neither for large chunks (the paths they replace): outputs, findings
 and counters, per line, the same.
@@ -24,10 +25,12 @@ from .helpers import launch, out, reported
 STRIDES = r"""
 // Each trip reads x at a pattern that stays (a stride a lane), then one that alternates with
 // the trip, its first address moving by `step` floats (some trips in one sector, some across
-// two; the last trips may read past x); the tile is filled at a drawn stride (bank conflicts,
-// two lanes of a block on one word: a race; words no lane wrote: uninitialised reads).
-extern "C" __global__ void strides(const float* x, float* y, int stride, int step, int trips,
-                                   int spread, int n) {
+// two; the last trips may read past x), then one whose ends stay and whose middle moves (block
+// 1's lanes: `moved`); the tile is filled at a drawn stride (bank conflicts, two lanes of a
+// block on one word: a race; words no lane wrote: uninitialised reads), then read at a pattern
+// that stays and at the same words every trip.
+extern "C" __global__ void strides(const float* x, const int* moved, float* y, int stride, int step,
+                                   int trips, int spread, int n) {
     __shared__ float tile[512];
     int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
     tile[(t * spread) & 511] = x[i % n];
@@ -37,8 +40,9 @@ extern "C" __global__ void strides(const float* x, float* y, int stride, int ste
     for (int k = 0; k < trips; ++k) {
         s += x[t * stride + k * step];
         s += x[t * (1 + (k & 1)) + blockIdx.x * step];
+        s += x[t + k * moved[i]];
         s += tile[(t * stride + k) & 511];
-        s += tile[(t * spread + 3) & 511];
+        s += tile[(t * spread + (k >> 8)) & 511];
     }
     y[i] = s;
 }
@@ -53,7 +57,8 @@ def _draw(rng) -> list:
     trips = int(rng.integers(2, 7))
     spread = int(rng.choice([1, 2, 3, 4]))
     x = rng.standard_normal(n).astype(np.float32)
-    args = [Buffer("x", x), out("y", blocks * threads)]
+    moved = (np.arange(blocks * threads) // threads == 1).astype(np.int32)
+    args = [Buffer("x", x), Buffer("moved", moved), out("y", blocks * threads)]
     args += [Scalar(name, np.int32(v)) for name, v in [("stride", stride), ("step", step), ("trips", trips)]]
     args += [Scalar("spread", np.int32(spread)), Scalar("n", np.int32(n))]
     return [blocks, threads, args]
