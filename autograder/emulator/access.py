@@ -42,7 +42,15 @@ from autograder.emulator.memory import (
     window_of,
 )
 from autograder.emulator.memory_findings import AccessFindings
-from autograder.emulator.patterns import KEPT_LANES, PATTERN_LANES, Pattern, Resolved, inside_aligned, pattern
+from autograder.emulator.patterns import (
+    KEPT_LANES,
+    PATTERN_LANES,
+    Pattern,
+    Resolved,
+    inside_aligned,
+    pattern,
+    some_lanes_pattern,
+)
 from autograder.emulator.registers import Putter
 from autograder.emulator.shadow import wide
 from autograder.emulator.shadow_check import ShadowCheck
@@ -85,6 +93,7 @@ class Access:
         self._resolved: dict[bytes, Resolved] = {}  # shared requests of every lane (resolve)
         self._last: tuple[bytes, Resolved | None] = (b"", None)  # the last one resolved
         self.last_pattern: list = [b"", None]  # the pattern of its last request of every lane
+        self.last_lanes: list = [None, b"", None]  # its last load's lanes and pattern (some lanes)
 
     def resolve(self, a: np.ndarray, total: int, vec: int, write: bool, shift: int) -> Resolved | None:
         """Every lane of a chunk reaching one shared variable at ``a``, aligned: where
@@ -152,7 +161,7 @@ class Access:
         (``elem``: the element size findings count in): (bytes, positions in ``a`` (None: all),
         byte offsets) per memory reached; a lane out of bounds, misaligned or in a space the
         instruction does not reach is reported and left out. ``seen``: the pattern of ``a``
-        when every lane of the chunk accesses (``patterns.pattern``)."""
+        (``patterns.pattern``; a load's of lanes ``idx``: ``patterns.some_lanes_pattern``)."""
         return self._locate_in(self.space, idx, a, total, write, elem, seen)
 
     def _locate_in(
@@ -362,7 +371,10 @@ def load_executor(
             load(ch.shared.bytes, known.el, None)
             check_resolved(known, "read")
             return
-        seen = pattern(a, access.last_pattern) if idx is None else None
+        if idx is None:
+            seen = pattern(a, access.last_pattern)
+        else:
+            seen = some_lanes_pattern(idx, a, access.last_lanes)
         groups = access.locate(idx, a, total, False, dt.itemsize, seen)
         if len(groups) == 1 and groups[0][1] is None:
             buf, _, off = groups[0]

@@ -96,6 +96,22 @@ def _large(key: bytes, rel: np.ndarray) -> Pattern:
     return found
 
 
+def some_lanes_pattern(idx: np.ndarray, a: np.ndarray, last: list) -> Pattern | None:
+    """The pattern of the addresses ``a`` of lanes ``idx`` (some of a chunk's; None past
+    ``KEPT_LANES``), kept in ``last``, the caller's ``[lanes, key, pattern]``, while the same lanes
+    (one array: the group of a loop's trips) make requests of one pattern. Its counts are those
+    lanes' alone: it is never shared, and ``Pattern.distinct`` (whole blocks) means nothing."""
+    if a.size > KEPT_LANES:
+        return None
+    rel = a - a[0]
+    key = rel.tobytes()
+    if idx is last[0] and key == last[1]:
+        return last[2]
+    found = Pattern(rel)
+    last[:] = idx, key, found
+    return found
+
+
 class Resolved:
     """Where every lane of one shared request lands, all inside one variable and aligned: byte
     offsets in the chunk's shared memory (``off``), elements of the access's type (``el``), the

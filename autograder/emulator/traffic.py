@@ -56,7 +56,7 @@ class Traffic:
         type, which nothing graded reads) of one instruction; ``words`` are
         the lanes' shared words when the caller has them (any block offset: banks repeat);
         ``aligned``: the caller found every address aligned to ``total``; ``seen``: their
-        ``Pattern`` when every lane of the chunk accesses (its counts are worked out once);
+        ``Pattern``, every lane's of the chunk or lanes ``idx``'s alone (its counts worked out once);
         ``into``: where to add them (default: the instruction's tally); ``per_warp``: the
         entries of ``idx`` come in whole warps of this many each (a wmma tile's elements, its
         lanes repeated), else one entry a lane."""
