@@ -8,9 +8,10 @@ time: the reference's counter totals depend on its program and the case (the lau
 geometry, its buffers' sizes and types, its scalars), not on the input values drawn for it,
 as a handout's recorded counters do (``reference_counters``, which tests that grading with
 other inputs than those recorded gives the grader's scores). So ``CaseRunner`` asks here first
-and keeps what the reference's run counted: a grading's listed cases are run once per machine,
-and a class's drawn ones (a batch draws them from one seed) once per class. Gradescope's
-``setup.sh`` runs ``selfcheck``, which fills the image's cache with the listed cases.
+and keeps what the reference's run counted: the listed cases, which every grading runs, are run
+once per machine; a drawn case (from the grading's secret seed, its own in a batch) runs again
+unless a grading at that seed did, as a regrade does. Gradescope's ``setup.sh`` runs
+``selfcheck``, which fills the image's cache with the listed cases.
 
 Kept only from a run that completed, matched the numpy reference and reported nothing, on a
 backend that names the code that counts (``Capabilities.counting_version``: the emulator's
