@@ -28,7 +28,65 @@ def decode_ptx(ptx: str, lowered_name: str, filename: str) -> tuple[Kernel, list
 
 
 def decode(kernel: Kernel) -> list[Instr]:
-    operand = functools.cache(partial(_operand, registers=kernel.registers))  # operands recur: decoded once
+    """One :class:`Instr` per statement of ``kernel.body``, as :func:`decode_reference` makes
+    them; an opcode's parts, a guard and an operand recur: each distinct text is decoded once."""
+    registers, labels = kernel.registers, kernel.labels
+    operands: dict[str, Operand] = {}
+    opcodes: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+    guards: dict[str, Reg] = {}
+    program = []
+    for index, statement in enumerate(kernel.body):
+        text = statement.text.strip()
+        guard, body = None, text
+        if body.startswith("@"):
+            pred, body = body[1:].split(None, 1)
+            guard = guards.get(pred)
+            if guard is None:
+                guard = guards[pred] = Reg(pred.lstrip("!"), pred.startswith("!"))
+        parts = body.split(None, 1)
+        opcode = parts[0]
+        decoded = opcodes.get(opcode)
+        if decoded is None:
+            head, *suffixes = opcode.split(".")
+            decoded = opcodes[opcode] = (head, tuple(suffixes), tuple(m for m in suffixes if m in TYPES))
+        op, mods, types = decoded
+        ops: tuple[Operand, ...] = ()
+        if len(parts) > 1:
+            rest = parts[1]
+            if _NESTS.search(rest):
+                texts = _split_operands(rest)
+            else:  # most instructions: a plain list, its texts stripped where they are first met
+                texts = rest.split(",")
+                if not texts[-1].strip():
+                    texts.pop()
+            items = []
+            for o in texts:
+                item = operands.get(o)
+                if item is None:
+                    stripped = o.strip()
+                    item = operands.get(stripped)
+                    if item is None:
+                        plain = stripped[:1] == "%" and "|" not in stripped  # a register (as _operand finds)
+                        if plain and stripped not in SPECIAL_REGISTERS:
+                            item = Reg(stripped)
+                        else:
+                            item = _operand(stripped, registers)
+                    operands[o] = operands[stripped] = item
+                items.append(item)
+            ops = tuple(items)
+        target = -1
+        if op == "bra" and ops and isinstance(ops[0], Sym):
+            target = labels.get(ops[0].name, -1)
+        program.append(
+            Instr(index, op, mods, types, ops, guard, statement.line, text, target, statement.calls)
+        )
+    return program
+
+
+def decode_reference(kernel: Kernel) -> list[Instr]:
+    """:func:`decode` one instruction at a time by :func:`_instr`, the plain way it takes a
+    shortcut past (``tests/emulator/test_decode_fast.py`` compares them)."""
+    operand = functools.cache(partial(_operand, registers=kernel.registers))
     program = [_instr(k, s.text, s.line, kernel.labels, operand) for k, s in enumerate(kernel.body)]
     for ins, statement in zip(program, kernel.body, strict=True):
         ins.calls = statement.calls

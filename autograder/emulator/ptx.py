@@ -26,6 +26,7 @@ _LABEL = re.compile(r"^([\w$.]+):\s*(.*)$")  # a label, alone or before a statem
 # (file, line, function) of a statement, then of each call it is inlined at; the function is
 # the ``.loc``'s ``function_name`` (a ``.debug_str`` label) for a line of an inlined function
 Loc = tuple[tuple[int, int, str | None], ...]
+Calls = tuple[tuple[str, int | None], ...]  # (a helper NVRTC inlined, the line of its call), innermost first
 
 
 @dataclass
@@ -148,27 +149,43 @@ _LOC, _FILE = re.compile(r"\.loc\s"), re.compile(r"\.file\s")
 _HEADER = re.compile(r"\.(version|target|address_size)\s")
 
 
-def _tokenize(ptx: str) -> tuple[list[tuple[str, str, Loc | None]], dict[int, str]]:
+def _tokenize(ptx: str, whole_lines: bool = True) -> tuple[list[tuple[str, str, Loc | None]], dict[int, str]]:
     """Statements, headers, scope braces and labels, each with the ``.loc`` in force (its
-    functions named by what ``.debug_str`` holds for them)."""
-    text = re.sub(r"/\*.*?\*/", " ", ptx, flags=re.S)
+    functions named by what ``.debug_str`` holds for them). ``whole_lines``: a line that is one
+    statement is taken whole, not through the general loop (``tests/emulator/test_decode_fast.py``
+    compares the two)."""
+    text = re.sub(r"/\*.*?\*/", " ", ptx, flags=re.S) if "/*" in ptx else ptx
     files: dict[int, str] = {}
     tokens: list[tuple[str, str, Loc | None]] = []
     loc: Loc | None = None
     chains: dict[tuple[int, ...], Loc] = {}
+    plain: dict[str, tuple[tuple[int, ...], Loc]] = {}
     buf = ""
     for raw in text.splitlines():
         s = raw.split("//", 1)[0].strip()
         if not s:
             continue
-        if _LOC.match(s):
-            loc = _loc(s, chains)
-            continue
-        if _HEADER.match(s):
-            continue
-        if _FILE.match(s):
-            parts = s.split(None, 2)
-            files[int(parts[1])] = parts[2].split('"')[1] if '"' in parts[2] else parts[2]
+        if s[0] == ".":  # the directives below all start with one
+            if _LOC.match(s):
+                loc = _loc(s, chains, plain)
+                continue
+            if _HEADER.match(s):
+                continue
+            if _FILE.match(s):
+                parts = s.split(None, 2)
+                files[int(parts[1])] = parts[2].split('"')[1] if '"' in parts[2] else parts[2]
+                continue
+        if (
+            whole_lines
+            and not buf
+            and s[-1] == ";"
+            and s.count(";") == 1
+            and s[0] not in "{}"
+            and ":" not in s
+        ):
+            stmt = s[:-1].strip()  # most lines: one whole statement (what the loop below makes of it)
+            if stmt:
+                tokens.append(("stmt", stmt, loc))
             continue
         while s:
             if not buf.strip() and s[0] in "{}":  # a scope (call sequence, inline asm, body)
@@ -179,7 +196,7 @@ def _tokenize(ptx: str) -> tuple[list[tuple[str, str, Loc | None]], dict[int, st
                 tokens.append(("header", buf.strip(), loc))
                 buf = ""
                 continue
-            label = _LABEL.match(s)
+            label = _LABEL.match(s) if ":" in s else None
             if label and not buf.strip():
                 tokens.append(("label", label.group(1), loc))
                 s = label.group(2)
@@ -216,13 +233,20 @@ def _debug_strings(text: str) -> dict[str, str]:
     }
 
 
-def _loc(s: str, chains: dict[tuple[int, ...], Loc]) -> Loc:
-    """The (file, line) of a ``.loc``, then of each call site it is inlined at, innermost first.
+def _loc(
+    s: str, chains: dict[tuple[int, ...], Loc], plain: dict[str, tuple[tuple[int, ...], Loc]] | None = None
+) -> Loc:
+    """The (file, line) of a ``.loc``, then of each call site it is inlined at, innermost first
+    (``plain``: the lines without ``inlined_at`` met so far, each with its site and chain).
 
     ``inlined_at`` names the call site by its own (file, line, column), which an earlier
     ``.loc`` placed, itself perhaps inlined (``block.sync()`` of cooperative groups is two
     levels deep in headers): ``chains`` holds each site's chain as the ``.loc`` lines give it.
     """
+    if plain is not None and s in plain:  # a line again, without inlined_at: its chain is its own
+        site, chain = plain[s]
+        chains[site] = chain
+        return chain
     parts = s.replace(",", " ").split()
     site = tuple(int(p) for p in parts[1:4])
     function = parts[parts.index("function_name") + 1] if "function_name" in parts else None
@@ -231,6 +255,8 @@ def _loc(s: str, chains: dict[tuple[int, ...], Loc]) -> Loc:
         k = parts.index("inlined_at")
         caller = tuple(int(p) for p in parts[k + 1 : k + 4])
         chain += chains.get(caller, ((*caller[:2], None),))
+    elif plain is not None:
+        plain[s] = (site, chain)
     chains[site] = chain
     return chain
 
@@ -283,14 +309,23 @@ def _params(text: str) -> list[Param]:
 
 def _fill_body(kernel: Kernel, tokens, main_file: int) -> None:
     line, calls, last = None, (), None
+    found: dict[Loc | None, tuple[int | None, Calls]] = {}  # a .loc's line and calls (loops revisit it)
     for kind, text, loc in tokens:
-        if loc is not last and (here := _line(loc, main_file)):  # statements share their .loc's
-            line, calls = here, _calls(loc, main_file)
+        if loc is not last:  # statements share their .loc's
+            if loc not in found:
+                here = _line(loc, main_file)
+                found[loc] = (here, _calls(loc, main_file) if here else ())
+            here, its_calls = found[loc]
+            if here:
+                line, calls = here, its_calls
         last = loc
         if kind == "label":
             kernel.labels[text] = len(kernel.body)
         elif kind == "stmt":
-            _statement(kernel, text, line, calls)
+            if text.startswith("."):
+                _statement(kernel, text, line, calls)
+            else:  # an instruction (what _statement does with it)
+                kernel.body.append(Statement(text, line, calls))
 
 
 def _statement(kernel: Kernel, text: str, line: int | None, calls=()) -> None:
@@ -314,8 +349,8 @@ def _statement(kernel: Kernel, text: str, line: int | None, calls=()) -> None:
 def _declare_registers(kernel: Kernel, name: str, type_: str) -> None:
     match = _RANGE.match(name)
     if match:
-        for k in range(int(match.group(2))):
-            kernel.registers[f"{match.group(1)}{k}"] = type_
+        prefix = match.group(1)
+        kernel.registers.update(dict.fromkeys([f"{prefix}{k}" for k in range(int(match.group(2)))], type_))
     else:
         kernel.registers[name] = type_
 
