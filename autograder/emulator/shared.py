@@ -54,6 +54,8 @@ class Views:
         self.arrays: list = []
         self.slow: dict[object, Executor] = {}
         self.chunk = None
+        self.typed: dict[tuple, np.ndarray] = {}  # the chunk bound's tables seen as a type (_resolve)
+        self.view_keys: dict[tuple, Key | None] = {}  # view's keys by register name and dtype
 
     def bind(self, chunk) -> None:
         """Shared executors read ``chunk``'s registers from now on (still bound to it: a chunk
@@ -62,26 +64,38 @@ class Views:
             return
         self.chunk = chunk
         self.slow.clear()
-        self.arrays[:] = _resolve_all(self.keys, chunk.registers)
+        self.typed = {}
+        self.arrays[:] = _resolve_all(self.keys, chunk.registers, self.typed)
 
     def unbind(self) -> None:
         """Hold nothing of the chunk (its arrays, the paths built for it)."""
         self.chunk = None
         self.slow.clear()
+        self.typed = {}
         self.arrays[:] = []
 
     def slot(self, key: Key) -> int:
         found = self.slots.get(key)
         if found is None:
-            self.arrays.append(_resolve(key, self.chunk.registers, {}))  # type: ignore[attr-defined]
+            self.arrays.append(_resolve(key, self.chunk.registers, self.typed))  # type: ignore[attr-defined]
             found = self.slots[key] = len(self.keys)
             self.keys.append(key)
         return found
 
     def view(self, operand, dtype) -> Key | None:
-        """The key of ``registers.RegisterFile.view(operand, dtype)``: None where it is None."""
+        """The key of ``registers.RegisterFile.view(operand, dtype)``: None where it is None;
+        worked out once per register and dtype (``view_key``: a kernel's executors name each
+        register many times)."""
         if type(operand) is not Reg or operand.negate:
             return None
+        memo = (operand.name, dtype)
+        if memo in self.view_keys:
+            return self.view_keys[memo]
+        key = self.view_keys[memo] = self.view_key(operand, dtype)
+        return key
+
+    def view_key(self, operand: Reg, dtype) -> Key | None:
+        """``view``'s key of a register, not negated, worked out."""
         place = self.layout.slots.get(operand.name)
         if place is None:
             raise Unsupported(f"register {operand.name} is not declared")
@@ -120,10 +134,10 @@ class Views:
         return self.view(operand, dtype)
 
 
-def _resolve_all(keys: list[Key], registers) -> list:
+def _resolve_all(keys: list[Key], registers, typed: dict[tuple, np.ndarray]) -> list:
     """The arrays ``keys`` name in ``registers``, each table seen as a type once (a tensor-core
-    kernel's shared executors read 2 700 registers: resolved one by one, 12 ms a launch)."""
-    typed: dict[tuple, np.ndarray] = {}
+    kernel's shared executors read 2 700 registers: resolved one by one, 12 ms a launch; ``typed``:
+    the tables seen so far, kept for ``Views.slot`` while the chunk is bound)."""
     return [_resolve(key, registers, typed) for key in keys]
 
 
@@ -183,7 +197,7 @@ def _every_lane(views: Views, keys: list[Key | None], fast: Callable, build_slow
     """``ops.every_lane`` over ``views``: ``fast(*arrays of keys)`` when every lane runs, else
     ``build_slow(chunk)``'s executor, built for the chunk bound the first time some lanes run
     alone. None where a key is (``ops.build_executor`` builds no every-lane path then)."""
-    if any(key is None for key in keys):
+    if None in keys:
         return None
     get = itemgetter(*[views.slot(key) for key in keys])  # type: ignore[arg-type]
     arrays, slows = views.arrays, views.slow
@@ -204,7 +218,7 @@ def _per_chunk(views: Views, keys: list[Key | None], make: Callable, build_slow:
     """``_every_lane`` for an executor that holds its chunk (a load's or store's ``Access``):
     when every lane runs, ``make(chunk, *arrays of keys)``'s executor, made for the chunk bound
     the first time, else ``build_slow(chunk)``'s. None where a key is."""
-    if any(key is None for key in keys):
+    if None in keys:
         return None
     slots = [views.slot(key) for key in keys]  # type: ignore[arg-type]
     made = views.slow
