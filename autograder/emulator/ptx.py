@@ -322,14 +322,13 @@ def _fill_body(kernel: Kernel, tokens, main_file: int) -> None:
         if kind == "label":
             kernel.labels[text] = len(kernel.body)
         elif kind == "stmt":
-            if text.startswith("."):
-                _statement(kernel, text, line, calls)
-            else:  # an instruction (what _statement does with it)
-                kernel.body.append(Statement(text, line, calls))
+            _statement(kernel, text, line, calls)
 
 
 def _statement(kernel: Kernel, text: str, line: int | None, calls=()) -> None:
-    if text.startswith(".reg"):
+    if text[:1] != ".":  # an instruction: most statements
+        kernel.body.append(Statement(text, line, calls))
+    elif text.startswith(".reg"):
         match = _REG_DECL.match(text)
         for name in match.group(2).split(","):
             _declare_registers(kernel, name.strip(), match.group(1))
@@ -340,10 +339,7 @@ def _statement(kernel: Kernel, text: str, line: int | None, calls=()) -> None:
         var = parse_variable(text)
         if var is not None:
             kernel.variables.append(var)
-    elif text.startswith("."):
-        return  # .pragma, .maxntid and other performance hints
-    else:
-        kernel.body.append(Statement(text, line, calls))
+    # else .pragma, .maxntid and other performance hints: nothing to keep
 
 
 def _declare_registers(kernel: Kernel, name: str, type_: str) -> None:
