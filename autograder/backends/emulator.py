@@ -4,7 +4,12 @@ Needs no GPU. The same compile assembles the PTX for ``sm_90`` with ptxas, as a 
 what ptxas refuses does not compile here either, and a launch the driver would refuse for
 what the cubin says (its ``__launch_bounds__``, its registers) is refused here too. Reports
 every out-of-bounds access, barrier divergence, shared-memory race and uninitialised shared
-read as findings, and counts memory traffic per source line."""
+read as findings, and counts memory traffic per source line.
+
+The emulator's modules are imported where the backend is built and used, in its worker: the
+grader's process imports this module too, for the class's ``capabilities``
+(``registry.select_backend``), and runs no launch; the machine's modules would cost it about
+90 ms of every grading."""
 
 from __future__ import annotations
 
@@ -12,13 +17,14 @@ import contextlib
 import functools
 import hashlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autograder import emulator
 from autograder.backends.compiler import Compiled, PtxasRefusal, compile_ptx, compile_virtual, ptxas_figures
 from autograder.contract import Backend, Capabilities, Launch, LaunchResult, Program, Unsupported
-from autograder.emulator import emulate
-from autograder.emulator.limits import Function, check_function
-from autograder.emulator.machine import DEFAULT_BUDGET, decode_launchable, keep_freed_memory, quiet_collector
+
+if TYPE_CHECKING:
+    from autograder.emulator.limits import Function
 
 
 def counting_version() -> str:
@@ -35,18 +41,25 @@ class EmulatorBackend(Backend):
     name = "emulator"
     capabilities = Capabilities(sees_every_access=True, counting_version=counting_version())
 
-    def __init__(self, budget: int = DEFAULT_BUDGET):
-        self.budget = budget
+    def __init__(self, budget: int | None = None):
+        from autograder.emulator.machine import DEFAULT_BUDGET, keep_freed_memory, quiet_collector
+
+        self.budget = DEFAULT_BUDGET if budget is None else budget
         keep_freed_memory()
         quiet_collector()
 
     def compile(self, program: Program) -> None:
         """NVRTC's errors, ptxas's refusals for ``sm_90``, and a local frame over CUDA's limit per thread."""
+        from autograder.emulator.machine import decode_launchable
+
         compiled = assembled(program)
         with contextlib.suppress(Unsupported):  # reported by the launch that meets it
             decode_launchable(compiled.ptx, compiled.lowered_name, program)
 
     def launch(self, launch: Launch) -> LaunchResult:
+        from autograder.emulator.limits import check_function
+        from autograder.emulator.machine import emulate
+
         compiled = assembled(launch.program)
         check_function(function(launch.program), launch)
         return emulate(compiled.ptx, compiled.lowered_name, launch, launch.instruction_limit or self.budget)
@@ -56,6 +69,8 @@ def assembled(program: Program) -> Compiled:
     """``program`` compiled and assembled for ``sm_90``. A limit ptxas refuses that the emulator
     knows (``limits.check_kernel``) is worded in its terms, the kernel and line named; any
     other refusal in ptxas's."""
+    from autograder.emulator.machine import decode_launchable
+
     try:
         return compile_ptx(program)
     except PtxasRefusal:
@@ -68,6 +83,8 @@ def assembled(program: Program) -> Compiled:
 @functools.lru_cache(maxsize=64)
 def function(program: Program) -> Function:
     """What the driver would read from ``program``'s cubin: its launch bounds and registers."""
+    from autograder.emulator.limits import Function
+
     compiled = compile_ptx(program)
     try:
         registers = ptxas_figures(compiled.log, compiled.lowered_name)["registers"]

@@ -76,6 +76,7 @@ from autograder.contract import (
     Finding,
     Launch,
     LaunchFailure,
+    LaunchResult,
     Program,
     Unsupported,
 )
@@ -411,6 +412,18 @@ class Machine:
 
     def counters(self):
         return self.tally.counters(self.decoded.rows)
+
+
+def emulate(ptx: str, lowered_name: str, launch: Launch, budget: int = DEFAULT_BUDGET) -> LaunchResult:
+    """Run ``launch`` on the kernel ``lowered_name`` of ``ptx``; buffers are copied, not changed."""
+    machine = Machine(ptx, lowered_name, launch, budget)
+    machine.run()
+    return LaunchResult(
+        outputs=machine.outputs(),
+        findings=machine.log.findings(),
+        counters=machine.counters(),
+        stdout="".join(machine.stdout),
+    )
 
 
 def portable(kind: int, ins: Instr) -> bool:

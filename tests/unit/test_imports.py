@@ -171,3 +171,27 @@ def test_the_grading_commands_need_nothing_of_the_batch_or_serve_extras(tmp_path
     assert done.stdout.splitlines()[0] == "[]", done.stdout + done.stderr
     assert done.returncode == 1
     assert message in done.stderr
+
+
+# what `autograder grade` loads in its own process on the emulator, before any worker starts
+THE_GRADERS_OWN = """
+import sys
+import autograder.cli.grading
+from autograder.backends import registry
+registry.select_backend("emulator").close()
+print(sorted(m for m in sys.modules if m.startswith("autograder.emulator")))
+"""
+
+
+def test_the_graders_process_loads_none_of_the_emulators_machine():
+    """The grader's process reads the emulator backend's capabilities and collapses findings as
+    the emulator does (``findings.py``), but runs no launch: its worker does. The machine's modules
+    (about 90 ms of every grading's CPU in the grader) load there alone; the package's ``emulate``
+    is still the machine's, loaded when first asked for."""
+    done = subprocess.run([sys.executable, "-c", THE_GRADERS_OWN], capture_output=True, text=True)
+    assert done.stdout.split("\n")[0] == "['autograder.emulator', 'autograder.emulator.findings']", (
+        done.stdout + done.stderr
+    )
+    from autograder.emulator import emulate, machine
+
+    assert emulate is machine.emulate
