@@ -182,9 +182,43 @@ class _Slice:
 
 def _compare_slice(got_raw: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> _Slice:
     got: np.ndarray = got_raw.astype(np.float64)
-    never = unwritten(got_raw.dtype, got_raw)
     with np.errstate(invalid="ignore"):  # inf - inf
         error = np.abs(got - expected)
+    return _all_within(got_raw, expected, error, rtol, atol) or _checked(
+        got_raw, got, expected, error, rtol, atol
+    )
+
+
+def _all_within(
+    got_raw: np.ndarray, expected: np.ndarray, error: np.ndarray, rtol: float, atol: float
+) -> _Slice | None:
+    """:func:`_checked`'s figures where every element is a finite float within the tolerance (a
+    correct kernel's output: most of a grading's comparisons) in 9 passes over the slice and 3
+    temporaries, against its 31 and about 20 (a regrade of the course compares 4.5 M elements:
+    0.13 s of the grader's CPU became 0.07); None otherwise. A finite error (its maximum is not
+    NaN or infinite) is a finite value against a finite reference: nothing NaN, so nothing
+    unwritten (a float output's poison is NaN), nothing infinite."""
+    if got_raw.dtype.kind != "f" or not error.size:
+        return None
+    largest = error.max()  # NaN or infinite where one element is
+    if not np.isfinite(largest):
+        return None
+    magnitude = np.abs(expected)
+    bound = magnitude * rtol
+    bound += atol
+    if not (error <= bound).all():
+        return None
+    np.maximum(magnitude, 1e-30, out=magnitude)
+    relative = np.divide(error, magnitude, out=magnitude)
+    return _Slice(0, 0, float(largest), float(relative.max()), 0, 0, 0)
+
+
+def _checked(
+    got_raw: np.ndarray, got: np.ndarray, expected: np.ndarray, error: np.ndarray, rtol: float, atol: float
+) -> _Slice:
+    """The slice's figures element by element: ``got`` is ``got_raw`` as float64, ``error`` its
+    absolute difference from ``expected``."""
+    never = unwritten(got_raw.dtype, got_raw)
     # an infinite reference value is matched exactly: rtol * inf would let any value pass
     within = np.where(np.isfinite(expected), error <= atol + rtol * np.abs(expected), got == expected)
     wrong = never | ~within

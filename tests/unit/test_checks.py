@@ -9,6 +9,7 @@ from autograder.course.cases import GroupCase, prepare
 from autograder.course.rubric import Item
 from autograder.course.spec import Array, Spec
 from autograder.course.spec import Scalar as ScalarArg
+from autograder.grading import compare
 from autograder.grading.checks import barriers, bounds, correctness, describe, traffic
 from autograder.grading.compare import CaseOutcome, OutputComparison, compare_output, compare_outputs
 
@@ -350,6 +351,49 @@ def test_a_large_output_compared_in_slices_gives_the_figures_of_one_pass(dtype, 
     assert (c.wrong, c.unwritten, c.nan, c.infinite) == (wrong, unwritten, nan, infinite)
     assert (c.max_abs_error, c.max_rel_error) == (max_abs, max_rel)
     assert c.first_wrong == f"y[{first}]" == "y[1234]"
+
+
+def _drawn_slice(rng, dtype):
+    """A slice a kernel could return against its float64 reference: within the tolerance or at its
+    edge, of any magnitude its type holds (zeros, subnormals, 1e30) and sign; sometimes with one
+    element wrong, NaN, infinite or unwritten."""
+    size = int(rng.choice([1, 7, 4096, 70_000]))
+    expected = rng.uniform(-2, 2, size) * 10.0 ** rng.choice(SCALES[dtype])
+    expected[rng.random(size) < 0.05] = 0.0
+    noise = 0.0 if dtype == "int32" else rng.choice([0, 1e-7, 1e-5])
+    got = expected * (1 + rng.uniform(-1, 1, size) * noise)
+    got = (np.round(got) if dtype == "int32" else got).astype(dtype)
+    spoil, where = rng.integers(0, 8), int(rng.integers(0, size))
+    if spoil == 1:
+        got[where] += 1
+    elif spoil == 2:
+        got[where] = np.nan if got.dtype.kind == "f" else np.iinfo(got.dtype).min
+    elif spoil == 3:
+        expected[where] = np.inf
+    elif spoil == 4 and got.dtype.kind == "f":
+        got[where] = -np.inf
+    return got, expected
+
+
+SCALES = {"float16": [-3, 0, 3], "float32": [-40, -3, 0, 5, 30], "float64": [-310, 0, 300], "int32": [0, 5]}
+
+
+def test_a_slice_all_within_the_tolerance_gets_the_figures_of_the_element_by_element_path():
+    """``_all_within``, the fast path for a correct kernel's output, against ``_checked``, which
+    looks at every element: the same figures on drawn slices, spoilt ones falling back to it."""
+    rng = np.random.default_rng(27)
+    fast = 0
+    for _ in range(400):
+        dtype = rng.choice(["float16", "float32", "float64", "int32"])
+        got, expected = _drawn_slice(rng, dtype)
+        rtol, atol = (0.0, 0.0) if got.dtype.kind == "i" else (1e-5, float(rng.choice([0.0, 1e-6])))
+        as_float = got.astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            error = np.abs(as_float - expected)
+            checked = compare._checked(got, as_float, expected, error, rtol, atol)
+            assert compare._compare_slice(got, expected, rtol, atol) == checked
+            fast += compare._all_within(got, expected, error, rtol, atol) is not None
+    assert 100 < fast < 350  # both paths taken
 
 
 def test_a_nan_output_names_the_undefined_read_of_the_same_launch_that_explains_it():
