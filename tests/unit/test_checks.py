@@ -396,6 +396,32 @@ def test_a_slice_all_within_the_tolerance_gets_the_figures_of_the_element_by_ele
     assert 100 < fast < 350  # both paths taken
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "complex64"])
+def test_an_input_left_as_it_was_is_told_as_np_array_equal_tells_it(dtype):
+    """``_unchanged``, the modified-inputs check's equality first, against ``np.array_equal`` with
+    ``equal_nan`` for floats: the same answer on an input kept, changed in one element, holding
+    NaN where it held NaN or elsewhere, -0.0 for 0.0, empty, or of another shape that broadcasts."""
+    rng = np.random.default_rng(27)
+    before = rng.uniform(-2, 2, 5000).astype(dtype)
+    before[:3] = 0
+    pairs = [(before.copy(), before), (before[:0].copy(), before[:0]), (before[:1], np.repeat(before[:1], 9))]
+    changed = before.copy()
+    changed[4321] += 1
+    pairs.append((changed, before))
+    if before.dtype.kind in "fc":
+        holed = before.copy()
+        holed[[7, 99]] = np.nan
+        moved = holed.copy()
+        moved[[7, 100]] = moved[[100, 7]]
+        negated = before.copy()
+        negated[:3] = -negated[:3]  # -0.0 where 0.0 was: equal
+        pairs += [(holed.copy(), holed), (moved, holed), (negated, before)]
+    for after, was in pairs:
+        kept = np.array_equal(after, was, equal_nan=was.dtype.kind in "fc")
+        assert compare._unchanged(after, was) == kept
+    assert [compare._unchanged(a, w) for a, w in pairs[:4]] == [True, True, False, False]
+
+
 def test_a_nan_output_names_the_undefined_read_of_the_same_launch_that_explains_it():
     read = Finding(
         "out_of_bounds_read",
