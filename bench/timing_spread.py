@@ -1,20 +1,20 @@
-"""How far a performance ratio moves between gradings, before and after issue 27 (H200 only).
+"""How far a performance ratio moves between gradings, and what a timing costs the GPU (H200 only).
 
 Each timed case of the course's short-kernel assignments is timed reference against reference
 (the self-ratio, which should be 1), ``--sessions`` times, each a fresh timing session as a
-grading makes (interleaved launches, rotating input sets, L2 flush, warm-up round), under two
-protocols: ``before`` (the student's kernel first, the L2 flushed by a memset; repeats until
-each median alone is known to 0.3 %) and ``after`` (``gpu_timing._Session`` as grading runs
-it now: each kernel first on every other input set, the L2 flushed by a read; repeats until
-the ratio is known to 0.08 %). From the very same launches it computes
-two estimators of the ratio:
+grading makes (interleaved launches, rotating input sets, L2 flush, warm-up round, repeats
+until the ratio is known to 0.08 %), in two modes of ``gpu_timing._Session``: ``reading`` (what
+grading does: each input set read where it was uploaded, outputs poisoned by a memset) and
+``restoring`` (every set's inputs copied back from their pristine copies before each launch,
+what a kernel that writes its ``const`` inputs gets; until 2026-12-03 every launch was preceded
+by such a copy). From the very same launches it computes two estimators of the ratio:
 
 - ``medians``: the student's median over the reference's (what grading reports);
 - ``paired``: the median of the per-pair ratios, each student launch over the reference launch
   that ran next to it on the same input set, so that a change between rounds cancels in each
   pair (shown for comparison).
 
-Prints, per case and protocol: the kernel's time, the launches, the GPU seconds of a session,
+Prints, per case and mode: the kernel's time, the launches, the GPU seconds of a session,
 the spread of the self-ratios across sessions ((max - min) / median: the figure issue 27 holds
 to 0.2 %), each session's self-ratios and SM clock. The JSON (``--out``) adds each session's
 10th, 50th and 90th percentile of single launches. Results: ``bench/results/timing-spread.md``.
@@ -25,7 +25,6 @@ to 0.2 %), each session's self-ratios and SM clock. The JSON (``--out``) adds ea
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import sys
@@ -38,36 +37,23 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autograder.backends.gpu import GpuBackend  # noqa: E402
-from autograder.backends.gpu_timing import WHO, _Session, clocks, median_spread  # noqa: E402
+from autograder.backends.gpu_timing import _Session, clocks  # noqa: E402
 from autograder.course.cases import timing_requests  # noqa: E402
 from autograder.course.spec import load_specs  # noqa: E402
 
 DEFAULT = ("vector_add", "transpose", "reduction", "window_sum")
 
 
-class Before(_Session):
-    """The protocol until 2026-12-03: the student's kernel first on every input set, the L2
-    flushed by a memset (which leaves it full of dirty lines for the timed kernel to write
-    back), repeats ended when each median alone was known to 0.3 % (``request.target_spread``
-    0.003, at most 2000 launches)."""
+class Restoring(_Session):
+    """The session as a kernel that writes its inputs makes it: every set's inputs restored
+    before each launch."""
 
-    def _order(self) -> tuple[str, ...]:
-        return WHO  # the student's launch first on every input set
-
-    def _flush(self, slot: int) -> None:
-        self.cuda.memset_d32_async(self.flush, slot, self.request.flush_bytes // 4, self.stream)
-
-    def _done(self, samples: dict[str, list[float]], started: float) -> bool:
-        r = self.request
-        if len(samples["student"]) >= r.max_repeats or time.monotonic() - started > r.budget_s:
-            return True
-        return all(
-            len(samples[who]) >= r.min_repeats and median_spread(samples[who]) < r.target_spread
-            for who in WHO
-        )
+    def __init__(self, backend, request):
+        super().__init__(backend, request)
+        self.restoring = True
 
 
-PROTOCOLS = {"before": Before, "after": _Session}
+PROTOCOLS = {"reading": _Session, "restoring": Restoring}
 
 
 def session_samples(
@@ -104,15 +90,11 @@ def case_rows(backend: GpuBackend, name: str, spec, sessions: int) -> list[dict]
     sources = dict.fromkeys(("student", "reference"), source)
     rows = []
     for request in timing_requests(spec, sources, "perf", secret=2027, time_limit_s=60):
-        rules = {
-            "before": (dataclasses.replace(request, target_spread=0.003, max_repeats=2000), Before),
-            "after": (request, _Session),
-        }
-        for rule, (asked, protocol) in rules.items():
+        for rule, protocol in PROTOCOLS.items():
             runs = []
             for _ in range(sessions):
                 seen = clocks(backend)
-                samples, seconds = session_samples(backend, asked, protocol)
+                samples, seconds = session_samples(backend, request, protocol)
                 all_launches = np.asarray(samples["student"] + samples["reference"])
                 runs.append(
                     {

@@ -3,26 +3,33 @@
 The protocol (``docs/performance.md``; the measurement principles in ``docs/gpu-facts.md``):
 
 - both kernels are loaded through :class:`GpuBackend`'s module cache and run in the same
-  process, on the same device buffers, interleaved A B A B ..., so that clock and thermal
-  drift hit both alike;
+  process, interleaved A B A B ..., so that clock and thermal drift hit both alike;
 - inputs rotate among several freshly drawn sets (each its own seed), so neither the L2
   nor a kernel that remembers its last answer sees the same data twice in a row;
-- on each input set both kernels run, one after the other, the student's first on every
-  other set and the reference's on the rest;
-- before each launch, outside the events: its input set is copied into the one set of
-  working buffers every launch uses (so an address never identifies an input set, an
-  input the kernel overwrote is restored, and the outputs start as NaN again), and the L2
-  is flushed by a kernel that reads ``flush_bytes`` (256 MiB by default, over four times the
-  H200's 60 MiB). A read, not a memset: a memset leaves the L2 full of dirty lines, which the
-  timed kernel then writes back, a cost that is not the kernel's (on the H200: 8.7 of the
-  reduction's 72.9 µs, 4.6 of the transpose's 140) and that pulls every ratio towards 1;
+- on each input set both kernels run, one after the other, on that set's own device
+  buffers, the student's first on every other set and the reference's on the rest;
+- before each launch, outside the events: the outputs are poisoned again (NaN, or the
+  integer sentinel), and the L2 is flushed by a kernel that reads ``flush_bytes`` (256 MiB
+  by default, over four times the H200's 60 MiB). A read, not a memset: a memset leaves the
+  L2 full of dirty lines, which the timed kernel then writes back, a cost that is not the
+  kernel's (on the H200: 8.7 of the reduction's 72.9 µs, 4.6 of the transpose's 140) and
+  that pulls every ratio towards 1;
+- the inputs are not copied before each launch (until 2026-12-03 they were, into one set of
+  working buffers: that copy was most of the GPU's time for the short kernels,
+  ``bench/results/timing-spread.md``). They are declared ``const``; a kernel that writes
+  them anyway is found by comparing them with pristine copies, after a round with a wrong
+  output and after the last round, and from then on every set's inputs are restored before
+  each launch and what ran on changed inputs runs again (``_Session``). So an address
+  identifies an input set, as a sampled value does: a kernel replaying an answer by either
+  passes the output check, and is flagged by the case's physical floor instead
+  (``performance.py``; ``docs/known-gaps.md``);
 - CUDA events around each launch only; the first round over every input set is warm-up
   and is not timed;
 - after each timed launch a small kernel counts, on the device, the outputs that differ
   from the reference kernel's outputs for that input set (tolerance: the request's factor
   times the spec's, as both kernels carry float32 rounding). A kernel that is right only on
-  its first call, or
-  that caches results across calls in a ``__device__`` global, fails here;
+  its first call, that replays another set's answer from a ``__device__`` global, or that
+  writes nothing after its first call, fails here;
 - rounds repeat until the ratio of the medians is known to ``target_spread`` (its relative
   standard error, from both medians') after ``min_repeats``, or until ``budget_s`` or
   ``max_repeats`` ends them. A short kernel's launches vary by a few percent among
@@ -41,7 +48,7 @@ import contextlib
 import math
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -55,17 +62,21 @@ extern "C" __global__ void count_mismatches(const VALUE* got, const VALUE* want,
                                             double atol, double rtol, unsigned int* bad)
 {
     unsigned int mine = 0;
+    bool exact = atol == 0.0 && rtol == 0.0;
     unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += stride) {
-        double g = (double)got[i], w = (double)want[i];
-        bool within = isinf(w) ? g == w : fabs(g - w) <= atol + rtol * fabs(w);  /* NaN: false */
+        /* integers exactly, not as doubles (where 2**53 + 1 is 2**53); NaN is never within */
+        VALUE g = got[i], w = want[i];
+        bool within = g == w || (!exact && !isinf((double)w)
+                                 && fabs((double)g - (double)w) <= atol + rtol * fabs((double)w));
         if (!within) mine++;
     }
     if (mine) atomicAdd(bad, mine);
 }
 """
 C_TYPES = {
+    "uint8": "unsigned char",  # the bytes of inputs, checked against their pristine copies
     "float32": "float",
     "float64": "double",
     "int32": "int",
@@ -98,6 +109,7 @@ def time_case(backend, request: TimingRequest) -> Timing:
     """Run the protocol on ``backend`` (a :class:`GpuBackend`) and return the evidence."""
     backend.check_usable()
     with backend.active(), backend.cuda_failures(request.student[0].program, LaunchFailure):
+        reading = query_clocks(backend)  # answered while the session uploads its input sets
         session = _Session(backend, request)
         try:
             samples, wrong = session.measure()
@@ -112,7 +124,7 @@ def time_case(backend, request: TimingRequest) -> Timing:
         repeats=len(samples["student"]),
         input_sets=len(request.student),
         device=backend.device_name,
-        clocks=clocks(backend),
+        clocks=reading(),
         wrong=wrong,
     )
 
@@ -146,7 +158,7 @@ def settled(
 
 
 class _Buffers:
-    """Device copies of a launch's buffers, by name."""
+    """Device copies of some of a launch's buffers, by name."""
 
     def __init__(self, cuda, buffers: list[Buffer], upload: bool):
         self.cuda = cuda
@@ -156,9 +168,9 @@ class _Buffers:
             cuda.memcpy_htod(self.memory[b.name], np.ascontiguousarray(b.data))
 
     def copy_to(self, other: _Buffers, stream) -> None:
-        """Every buffer of ``other`` from this one's buffer of the same name."""
-        for name, memory in other.memory.items():
-            self.cuda.memcpy_dtod_async(memory, self.memory[name], other.nbytes[name], stream)
+        """Each buffer that both hold, from this one into ``other``."""
+        for name in [name for name in self.memory if name in other.memory]:
+            self.cuda.memcpy_dtod_async(other.memory[name], self.memory[name], self.nbytes[name], stream)
 
     def free(self) -> None:
         for memory in self.memory.values():
@@ -166,24 +178,67 @@ class _Buffers:
 
 
 class _InputSet:
-    """One input set on the device: every buffer before the launch, the reference's outputs."""
+    """One input set on the device, in buffers of its own.
 
-    def __init__(self, cuda, launch: Launch):
+    ``working`` is what both kernels' launches on this set read and write; ``pristine`` keeps
+    its inputs as drawn, to check them against and to restore them from; ``expected`` holds
+    the reference kernel's outputs. Before every launch the outputs are poisoned again: by a
+    memset where the poison repeats a 32-bit word (NaN, an integer sentinel), otherwise by a
+    copy of the poison kept in ``poison``.
+    """
+
+    def __init__(self, cuda, launch: Launch, stream):
         buffers = _buffers(launch)
-        self.before = _Buffers(cuda, buffers, upload=True)  # inputs, and outputs poisoned
-        self.expected = _Buffers(cuda, [b for b in buffers if b.is_output], upload=False)
+        inputs = [b for b in buffers if not b.is_output]
+        outputs = [b for b in buffers if b.is_output]
+        self.cuda = cuda
+        self.working = _Buffers(cuda, buffers, upload=True)  # inputs, and outputs poisoned
+        self.pristine = _Buffers(cuda, inputs, upload=False)
+        self.working.copy_to(self.pristine, stream)
+        self.expected = _Buffers(cuda, outputs, upload=False)
+        self.words = {b.name: w for b in outputs if (w := _repeated_word(b.data)) is not None}
+        self.poison = _Buffers(cuda, [b for b in outputs if b.name not in self.words], upload=True)
+        self.args = [
+            np.uintp(int(self.working.memory[a.name]))
+            if isinstance(a, Buffer)
+            else np.dtype(a.dtype).type(a.value)
+            for a in launch.args
+        ]
+
+    def poison_outputs(self, stream) -> None:
+        for name, word in self.words.items():
+            self.cuda.memset_d32_async(
+                self.working.memory[name], word, self.working.nbytes[name] // 4, stream
+            )
+        self.poison.copy_to(self.working, stream)
+
+    def restore_inputs(self, stream) -> None:
+        self.pristine.copy_to(self.working, stream)
 
     def free(self) -> None:
-        self.before.free()
-        self.expected.free()
+        for buffers in (self.working, self.pristine, self.expected, self.poison):
+            buffers.free()
+
+
+def _repeated_word(data: np.ndarray) -> int | None:
+    """The 32-bit word ``data`` repeats throughout, if it is one (NaN in float32), else None."""
+    raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    if raw.size == 0 or raw.size % 4:
+        return None
+    words = raw.view(np.uint32)
+    return int(words[0]) if (words == words[0]).all() else None
 
 
 class _Session:
-    """The device state of one timing: kernels, input sets, working buffers, flush, events.
+    """The device state of one timing: kernels, input sets, flush, events.
 
-    Every launch runs on the same working buffers, into which its input set is copied
-    first: the addresses never tell a kernel which input set it is given, and an input a
-    kernel overwrote is restored before the next launch.
+    Each input set lives in buffers of its own, which both kernels' launches on that set use:
+    no copy of the inputs before a launch, only the outputs poisoned again. Inputs are declared
+    ``const``; a kernel that writes them anyway is caught by comparing every set's inputs with
+    their pristine copies after a round in which an output was wrong (before anyone is blamed)
+    and after the last round. From the first change on, the session restores every set's
+    inputs before each launch (``restoring``), and whatever ran on changed inputs is run
+    again: the round, or every timed round.
     """
 
     def __init__(self, backend, request: TimingRequest):
@@ -195,34 +250,39 @@ class _Session:
             "reference": backend.function(request.reference, first.shared_bytes),
         }
         self.outputs = [(b.name, b.data.size, str(b.data.dtype)) for b in _buffers(first) if b.is_output]
-        self.compare = {dtype: backend.function(_compare_program(dtype)) for _n, _s, dtype in self.outputs}
+        self.compare = {
+            dtype: backend.function(_compare_program(dtype))
+            for dtype in {d for _n, _s, d in self.outputs} | {"uint8"}
+        }
         self.stream = self.cuda.Stream()
-        self.sets = [_InputSet(self.cuda, launch) for launch in request.student]
-        self.working = _Buffers(self.cuda, _buffers(first), upload=False)
-        self.args = [
-            np.uintp(int(self.working.memory[a.name]))
-            if isinstance(a, Buffer)
-            else np.dtype(a.dtype).type(a.value)
-            for a in first.args
-        ]
+        self.sets = [_InputSet(self.cuda, launch, self.stream) for launch in request.student]
         self.flush = self.cuda.mem_alloc(request.flush_bytes)
         self.cuda.memset_d32_async(self.flush, 0x01010101, request.flush_bytes // 4, self.stream)
         self.flusher = backend.function(FLUSH_PROGRAM)
         self.sink = self.cuda.mem_alloc(4)
         self.pairs = len(self.sets)  # pairs per round: one over every input set
         self.bad = self.cuda.mem_alloc(4 * 2 * self.pairs)
+        self.changed = self.cuda.mem_alloc(4)
         self.events = [(self.cuda.Event(), self.cuda.Event()) for _ in range(2 * self.pairs)]
         self.launches = dict.fromkeys(WHO, 0)  # each kernel's launches so far, warm-up's too
         self.pairs_run = 0
+        self.restoring = False  # a kernel changed its inputs: restore them before every launch
 
     def measure(self) -> tuple[dict[str, list[float]], str | None]:
-        """Warm up, then time rounds until settled; stop at the first wrong output."""
+        """The reference's outputs on every set, then timed rounds until settled; stop at the
+        first wrong output. Timed again, inputs restored, if the last check finds them changed."""
         for input_set in self.sets:
-            input_set.before.copy_to(self.working, self.stream)
-            self._launch("reference")
-            self.working.copy_to(input_set.expected, self.stream)
+            self._launch("reference", input_set)
+            input_set.working.copy_to(input_set.expected, self.stream)
+        while True:
+            samples, wrong = self._timed_rounds()
+            if wrong is not None or self.restoring or not self._inputs_changed():
+                return samples, wrong
+
+    def _timed_rounds(self) -> tuple[dict[str, list[float]], str | None]:
+        """A warm-up round, then timed rounds until settled or wrong."""
+        wrong = self._round({}, timed=False)
         samples: dict[str, list[float]] = {who: [] for who in WHO}
-        wrong = self._round(samples, timed=False)
         started = time.monotonic()
         while wrong is None and not self._done(samples, started):
             wrong = self._round(samples, timed=True)
@@ -235,36 +295,43 @@ class _Session:
         return settled(samples["student"], samples["reference"], r.target_spread, r.min_repeats)
 
     def _round(self, samples: dict[str, list[float]], timed: bool) -> str | None:
-        """One pass over every input set, student then reference on each; checked on the device."""
-        self.cuda.memset_d32_async(self.bad, 0, 2 * self.pairs, self.stream)
-        slots = []
-        for index, input_set in enumerate(self.sets):
-            for who in self._order():
-                slot = len(slots)
-                input_set.before.copy_to(self.working, self.stream)  # fresh inputs, poisoned outputs
-                self._flush(slot)
-                start, end = self.events[slot]
-                start.record(self.stream)
-                self._launch(who)
-                end.record(self.stream)
-                self._count_mismatches(input_set, slot)
-                slots.append((who, index))
-        self.stream.synchronize()
-        counts = np.empty(2 * self.pairs, dtype=np.uint32)
-        self.cuda.memcpy_dtoh(counts, self.bad)
-        for slot, (who, index) in enumerate(slots):
-            self.launches[who] += 1
+        """One pass over every input set, a pair of launches on each; checked on the device.
+
+        After a round with a wrong output the inputs are checked first: if a kernel changed
+        them, the round runs again on restored inputs before anything is judged."""
+        slots, counts = self._run_round()
+        if counts.any() and not self.restoring and self._inputs_changed():
+            slots, counts = self._run_round()
+        for slot, (who, index, launch) in enumerate(slots):
             if counts[slot] and who == "reference":
                 raise ReferenceUnstableError(
                     f"the reference kernel gave {counts[slot]} outputs that differ from its own first "
-                    f"outputs on input set {index} (its launch {self.launches[who]})"
+                    f"outputs on input set {index} (its launch {launch})"
                 )
             if counts[slot]:
-                return _wrong_sentence(self.launches[who], index, int(counts[slot]))
+                return _wrong_sentence(launch, index, int(counts[slot]))
             if timed:
                 start, end = self.events[slot]
                 samples[who].append(start.time_till(end))
         return None
+
+    def _run_round(self) -> tuple[list[tuple[str, int, int]], np.ndarray]:
+        """Launch a pair on every input set: who ran, on which set, its launch number; and each
+        launch's count of wrong outputs."""
+        self.cuda.memset_d32_async(self.bad, 0, 2 * self.pairs, self.stream)
+        slots: list[tuple[str, int, int]] = []
+        for index, input_set in enumerate(self.sets):
+            for who in self._order():
+                slot = len(slots)
+                start, end = self.events[slot]
+                self._launch(who, input_set, (start, end))
+                self._count_mismatches(input_set, slot)
+                self.launches[who] += 1
+                slots.append((who, index, self.launches[who]))
+        self.stream.synchronize()
+        counts: np.ndarray = np.empty(2 * self.pairs, dtype=np.uint32)
+        self.cuda.memcpy_dtoh(counts, self.bad)
+        return slots, counts
 
     def _order(self) -> tuple[str, ...]:
         """Who runs first on the next input set: each kernel on every other one, so that
@@ -272,36 +339,74 @@ class _Session:
         self.pairs_run += 1
         return WHO if self.pairs_run % 2 else WHO[::-1]
 
-    def _flush(self, slot: int) -> None:
+    def _flush(self) -> None:
         """Leave nothing of the last launch in the L2, and nothing dirty: a read of the flush buffer."""
         words = np.uint64(self.request.flush_bytes // 16)
         self.flusher(
             self.flush, words, self.sink, grid=(FLUSH_BLOCKS, 1, 1), block=(256, 1, 1), stream=self.stream
         )
 
-    def _launch(self, who: str) -> None:
+    def _launch(self, who: str, input_set: _InputSet, events=None) -> None:
+        """``who``'s kernel on ``input_set``, its outputs poisoned first (and its inputs restored,
+        when restoring), between ``events`` when given. The L2 flush goes between the two."""
+        if self.restoring:
+            input_set.restore_inputs(self.stream)
+        input_set.poison_outputs(self.stream)
         launch = self.request.student[0]
+        if events:
+            self._flush()
+            events[0].record(self.stream)
         self.kernels[who](
-            *self.args, grid=launch.grid, block=launch.block, shared=launch.shared_bytes, stream=self.stream
+            *input_set.args,
+            grid=launch.grid,
+            block=launch.block,
+            shared=launch.shared_bytes,
+            stream=self.stream,
         )
+        if events:
+            events[1].record(self.stream)
 
     def _count_mismatches(self, input_set: _InputSet, slot: int) -> None:
         r = self.request
         for name, n, dtype in self.outputs:
             exact = np.dtype(dtype).kind in "iu"  # integers compare exactly, as the grader's comparison does
             atol, rtol = (0.0, 0.0) if exact else (r.tolerance_factor * r.atol, r.tolerance_factor * r.rtol)
-            blocks = int(min(max(1, -(-n // 256)), 4096))
-            self.compare[dtype](
-                np.uintp(int(self.working.memory[name])),
-                np.uintp(int(input_set.expected.memory[name])),
-                np.uint64(n),
-                np.float64(atol),
-                np.float64(rtol),
-                np.uintp(int(self.bad) + 4 * slot),
-                grid=(blocks, 1, 1),
-                block=(256, 1, 1),
-                stream=self.stream,
-            )
+            got, want = input_set.working.memory[name], input_set.expected.memory[name]
+            self._count(dtype, got, want, n, atol, rtol, int(self.bad) + 4 * slot)
+
+    def _count(self, dtype: str, got, want, n: int, atol: float, rtol: float, into: int) -> None:
+        """Add to the counter at ``into`` the elements of ``got`` not within tolerance of ``want``."""
+        blocks = int(min(max(1, -(-n // 256)), 4096))
+        self.compare[dtype](
+            np.uintp(int(got)),
+            np.uintp(int(want)),
+            np.uint64(n),
+            np.float64(atol),
+            np.float64(rtol),
+            np.uintp(into),
+            grid=(blocks, 1, 1),
+            block=(256, 1, 1),
+            stream=self.stream,
+        )
+
+    def _inputs_changed(self) -> bool:
+        """Whether a kernel changed an input of any set (byte for byte); if one did, every set's
+        inputs are restored, and from now on before every launch."""
+        self.cuda.memset_d32_async(self.changed, 0, 1, self.stream)
+        for input_set in self.sets:
+            for name, memory in input_set.pristine.memory.items():
+                nbytes = input_set.pristine.nbytes[name]
+                self._count(
+                    "uint8", input_set.working.memory[name], memory, nbytes, 0.0, 0.0, int(self.changed)
+                )
+        self.stream.synchronize()
+        changed: np.ndarray = np.empty(1, dtype=np.uint32)
+        self.cuda.memcpy_dtoh(changed, self.changed)
+        if changed[0]:
+            self.restoring = True
+            for input_set in self.sets:
+                input_set.restore_inputs(self.stream)
+        return bool(changed[0])
 
     def free(self) -> None:
         """Give the memory back; after a crash the context goes, and its memory with it."""
@@ -309,10 +414,8 @@ class _Session:
             self.stream.synchronize()
             for input_set in self.sets:
                 input_set.free()
-            self.working.free()
-            self.flush.free()
-            self.sink.free()
-            self.bad.free()
+            for memory in (self.flush, self.sink, self.bad, self.changed):
+                memory.free()
 
 
 def _buffers(launch: Launch) -> list[Buffer]:
@@ -338,23 +441,44 @@ def _wrong_sentence(launch: int, input_set: int, count: int) -> str:
     )
 
 
+CLOCK_NAMES = ("sm_mhz", "mem_mhz", "max_sm_mhz", "power_w", "temperature_c")
+CLOCK_QUERY = "pci.bus_id,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu"
+
+
 def clocks(backend) -> dict[str, str]:
     """The device's clocks, power and temperature now, read with ``nvidia-smi`` (read-only)."""
-    names = ("sm_mhz", "mem_mhz", "max_sm_mhz", "power_w", "temperature_c")
-    query = "pci.bus_id,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu"
+    return query_clocks(backend)()
+
+
+def query_clocks(backend) -> Callable[[], dict[str, str]]:
+    """Start reading the clocks with ``nvidia-smi`` (best effort: {} without it); the function
+    returned waits for the answer. A timing starts it first, so that the tool's tenth of a
+    second passes while the GPU works instead of while it waits."""
     try:
-        bus = backend.device.pci_bus_id().lower()
-        answer = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
-            capture_output=True,
+        bus = backend.device.pci_bus_id().lower().split(":", 1)[-1]
+        process = subprocess.Popen(
+            ["nvidia-smi", f"--query-gpu={CLOCK_QUERY}", "--format=csv,noheader,nounits"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             text=True,
-            timeout=20,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError, AttributeError):
-        return {}
-    for line in answer.splitlines():
-        values = [v.strip() for v in line.split(",")]
-        if values[0].lower().endswith(bus.split(":", 1)[-1]):
-            return dict(zip(names, values[1:], strict=False))
-    return {}
+        )
+    except (OSError, AttributeError):
+        return dict
+
+    def answer() -> dict[str, str]:
+        try:
+            out, _ = process.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            return {}
+        lines = (
+            [[v.strip() for v in line.split(",")] for line in out.splitlines()]
+            if not process.returncode
+            else []
+        )
+        return next(
+            (dict(zip(CLOCK_NAMES, v[1:], strict=False)) for v in lines if v[0].lower().endswith(bus)), {}
+        )
+
+    return answer
