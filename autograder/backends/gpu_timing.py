@@ -9,11 +9,11 @@ The protocol (``docs/performance.md``; the measurement principles in ``docs/gpu-
 - on each input set both kernels run, one after the other, on that set's own device
   buffers, the student's first on every other set and the reference's on the rest;
 - before each launch, outside the events: the outputs are poisoned again (NaN, or the
-  integer sentinel), and the L2 is flushed by a kernel that reads ``flush_bytes`` (256 MiB
-  by default, over four times the H200's 60 MiB). A read, not a memset: a memset leaves the
-  L2 full of dirty lines, which the timed kernel then writes back, a cost that is not the
-  kernel's (on the H200: 8.7 of the reduction's 72.9 µs, 4.6 of the transpose's 140) and
-  that pulls every ratio towards 1;
+  integer sentinel, copied from a device copy of the poisoned outputs), and the L2 is
+  flushed by a kernel that reads ``flush_bytes`` (256 MiB by default, over four times the
+  H200's 60 MiB). A read, not a memset: a memset leaves the L2 full of dirty lines, which
+  the timed kernel then writes back, a cost that is not the kernel's (on the H200: 8.7 of
+  the reduction's 72.9 µs, 4.6 of the transpose's 140) and that pulls every ratio towards 1;
 - the inputs are not copied before each launch (until 2026-12-03 they were, into one set of
   working buffers: that copy was most of the GPU's time for the short kernels,
   ``bench/results/timing-spread.md``). They are declared ``const``; a kernel that writes
@@ -181,23 +181,19 @@ class _InputSet:
     """One input set on the device, in buffers of its own.
 
     ``working`` is what both kernels' launches on this set read and write; ``pristine`` keeps
-    its inputs as drawn, to check them against and to restore them from; ``expected`` holds
-    the reference kernel's outputs. Before every launch the outputs are poisoned again: by a
-    memset where the poison repeats a 32-bit word (NaN, an integer sentinel), otherwise by a
-    copy of the poison kept in ``poison``.
+    its inputs as drawn, to check them against and to restore them from; ``poison`` its
+    outputs as they start, copied back before every launch; ``expected`` holds the reference
+    kernel's outputs. The copies are made on the device, from the one upload.
     """
 
     def __init__(self, cuda, launch: Launch, stream):
         buffers = _buffers(launch)
-        inputs = [b for b in buffers if not b.is_output]
-        outputs = [b for b in buffers if b.is_output]
-        self.cuda = cuda
         self.working = _Buffers(cuda, buffers, upload=True)  # inputs, and outputs poisoned
-        self.pristine = _Buffers(cuda, inputs, upload=False)
+        self.pristine = _Buffers(cuda, [b for b in buffers if not b.is_output], upload=False)
+        self.poison = _Buffers(cuda, [b for b in buffers if b.is_output], upload=False)
+        self.expected = _Buffers(cuda, [b for b in buffers if b.is_output], upload=False)
         self.working.copy_to(self.pristine, stream)
-        self.expected = _Buffers(cuda, outputs, upload=False)
-        self.words = {b.name: w for b in outputs if (w := _repeated_word(b.data)) is not None}
-        self.poison = _Buffers(cuda, [b for b in outputs if b.name not in self.words], upload=True)
+        self.working.copy_to(self.poison, stream)
         self.args = [
             np.uintp(int(self.working.memory[a.name]))
             if isinstance(a, Buffer)
@@ -206,27 +202,14 @@ class _InputSet:
         ]
 
     def poison_outputs(self, stream) -> None:
-        for name, word in self.words.items():
-            self.cuda.memset_d32_async(
-                self.working.memory[name], word, self.working.nbytes[name] // 4, stream
-            )
         self.poison.copy_to(self.working, stream)
 
     def restore_inputs(self, stream) -> None:
         self.pristine.copy_to(self.working, stream)
 
     def free(self) -> None:
-        for buffers in (self.working, self.pristine, self.expected, self.poison):
+        for buffers in (self.working, self.pristine, self.poison, self.expected):
             buffers.free()
-
-
-def _repeated_word(data: np.ndarray) -> int | None:
-    """The 32-bit word ``data`` repeats throughout, if it is one (NaN in float32), else None."""
-    raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-    if raw.size == 0 or raw.size % 4:
-        return None
-    words = raw.view(np.uint32)
-    return int(words[0]) if (words == words[0]).all() else None
 
 
 class _Session:

@@ -1,0 +1,94 @@
+"""How far the references' timed ratios move from one grading to the next on a GPU (issue 27).
+
+Grades the references ``--runs`` times as a batch's GPU task does (``autograder grade reference
+--backend gpu --timed-only``), each with a fresh seed, so each draws its own extra cases while
+the listed cases are the same in all; or reads the TA reports given instead. Prints, for every
+case timed in every grading, the self-ratios (the reference timed against itself: 1 ideally),
+their spread ((max - min) / mean: the figure issue 27 holds to 0.2 %) and each kernel's
+launches; then each grading's wall time. Results: ``bench/results/timing-spread.md``.
+
+    python3 bench/gradings_spread.py [--runs 3] [--assignments a,b] [--keep DIR] [REPORT.json ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def grade(report: Path, assignments: list[str]) -> float:
+    """One timed-only grading of the references into ``report``.json; its wall seconds."""
+    only = [arg for name in assignments for arg in ("--assignment", name)]
+    command = [sys.executable, "-m", "autograder", "grade", str(ROOT / "reference"), "--backend", "gpu"]
+    command += [
+        "--timed-only",
+        "--results",
+        str(report.with_suffix(".results.json")),
+        "--report",
+        str(report),
+    ]
+    started = time.monotonic()
+    subprocess.run(command + only, cwd=ROOT, check=False, stdout=subprocess.DEVNULL)
+    return time.monotonic() - started
+
+
+def timed_cases(report: dict) -> dict[tuple[str, str], dict]:
+    """Each timed case's record (``evidence.ratio.cases``), by assignment and case."""
+    cases = {}
+    for item in report["items"]:
+        ratio = (item.get("evidence") or {}).get("ratio") or {}
+        for record in ratio.get("cases", ()):
+            label = ", ".join(f"{k}={v}" for k, v in record["case"].items())
+            cases[(item["assignment"], label)] = record
+    return cases
+
+
+def table(reports: list[dict]) -> list[str]:
+    """A row per case timed in every report, the widest spread first."""
+    per_report = [timed_cases(report) for report in reports]
+    rows = []
+    for key in set.intersection(*(set(cases) for cases in per_report)):
+        records = [cases[key] for cases in per_report]
+        ratios = [r["student_ms"] / r["reference_ms"] for r in records]
+        spread = (max(ratios) - min(ratios)) / (sum(ratios) / len(ratios))
+        launches = [r["repeats"] for r in records]
+        rows.append((spread, key, ratios, launches))
+    lines = ["| assignment | case | self-ratios | spread % | launches |", "|---|---|---|---|---|"]
+    for spread, (assignment, case), ratios, launches in sorted(rows, reverse=True):
+        shown = " ".join(f"{r:.4f}" for r in ratios)
+        lines.append(
+            f"| {assignment} | {case} | {shown} | {100 * spread:.2f} | {min(launches)}-{max(launches)} |"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("reports", nargs="*", type=Path, help="TA reports (.json) to read instead of grading")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--assignments", default="", help="comma-separated; default: every assignment")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the gradings' reports in this folder")
+    args = parser.parse_args()
+    paths = list(args.reports)
+    if not paths:
+        folder = args.keep or Path(tempfile.mkdtemp(prefix="gradings-spread-"))
+        folder.mkdir(parents=True, exist_ok=True)
+        assignments = [name for name in args.assignments.split(",") if name]
+        for run in range(args.runs):
+            path = folder / f"grading-{run}.json"
+            print(f"grading {run}: {grade(path, assignments):.1f} s wall", flush=True)
+            paths.append(path)
+    print("\n".join(table([json.loads(path.read_text()) for path in paths])))
+
+
+if __name__ == "__main__":
+    main()
