@@ -48,7 +48,7 @@ import contextlib
 import math
 import subprocess
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -167,9 +167,9 @@ class _Buffers:
         for b in buffers if upload else ():
             cuda.memcpy_htod(self.memory[b.name], np.ascontiguousarray(b.data))
 
-    def copy_to(self, other: _Buffers, stream, leave: Collection[str] = ()) -> None:
-        """Each buffer that both hold, but those named in ``leave``, from this one into ``other``."""
-        for name in [name for name in self.memory if name in other.memory and name not in leave]:
+    def copy_to(self, other: _Buffers, stream) -> None:
+        """Each buffer that both hold, from this one into ``other``."""
+        for name in [name for name in self.memory if name in other.memory]:
             self.cuda.memcpy_dtod_async(other.memory[name], self.memory[name], self.nbytes[name], stream)
 
     def free(self) -> None:
@@ -181,25 +181,23 @@ class _InputSet:
     """One input set on the device, in buffers of its own.
 
     ``working`` is what both kernels' launches on this set read and write; ``pristine`` keeps
-    its inputs as drawn, to check them against and to restore them from; ``poison`` its
-    outputs as they start, to poison them again before every launch; ``expected`` holds the
-    reference kernel's outputs. The copies are made on the device, from the one upload.
-    An output whose poison repeats one 32-bit word (``words``: NaN, an integer sentinel, as
-    the session finds) is poisoned again by a memset, which only writes it.
+    its inputs as drawn, to check them against and to restore them from; ``expected`` holds the
+    reference kernel's outputs. Before every launch the outputs are poisoned again: by a memset
+    where the poison repeats one 32-bit word (``words``: NaN, an integer sentinel, as the
+    session finds before any launch), which only writes them, else by a copy from ``poison``.
     """
 
     def __init__(self, cuda, launch: Launch, stream):
         buffers = _buffers(launch)
-        outputs = [b for b in buffers if b.is_output]
         self.cuda = cuda
+        self.outputs = [b for b in buffers if b.is_output]
         self.working = _Buffers(cuda, buffers, upload=True)  # inputs, and outputs poisoned
         self.pristine = _Buffers(cuda, [b for b in buffers if not b.is_output], upload=False)
-        self.poison = _Buffers(cuda, outputs, upload=False)
-        self.expected = _Buffers(cuda, outputs, upload=False)
+        self.expected = _Buffers(cuda, self.outputs, upload=False)
         self.working.copy_to(self.pristine, stream)
-        self.working.copy_to(self.poison, stream)
-        self.first_words = {b.name: w for b in outputs if (w := _first_word(b.data)) is not None}
+        self.first_words = {b.name: w for b in self.outputs if (w := _first_word(b.data)) is not None}
         self.words: dict[str, int] = {}
+        self.poison = _Buffers(cuda, [], upload=False)
         self.args = [
             np.uintp(int(self.working.memory[a.name]))
             if isinstance(a, Buffer)
@@ -207,12 +205,18 @@ class _InputSet:
             for a in launch.args
         ]
 
+    def keep_poison(self, words: dict[str, int], stream) -> None:
+        """Poison by a memset of these words; keep a copy of the other outputs' poison."""
+        self.words = words
+        self.poison = _Buffers(self.cuda, [b for b in self.outputs if b.name not in words], upload=False)
+        self.working.copy_to(self.poison, stream)
+
     def poison_outputs(self, stream) -> None:
         for name, word in self.words.items():
             self.cuda.memset_d32_async(
                 self.working.memory[name], word, self.working.nbytes[name] // 4, stream
             )
-        self.poison.copy_to(self.working, stream, leave=self.words)
+        self.poison.copy_to(self.working, stream)
 
     def restore_inputs(self, stream) -> None:
         self.pristine.copy_to(self.working, stream)
@@ -390,25 +394,26 @@ class _Session:
         )
 
     def _find_repeated_words(self) -> None:
-        """Which outputs' poison repeats its first 32-bit word throughout, told on the device (a
-        scan on the host cost 50 ms a set for a 2**26-element output): each is compared with a
-        memset of that word, made in ``expected``, which the reference's outputs replace later.
-        On the H200, vector_add's launches varied 2.3 % from the 10th to the 90th percentile
-        with their output poisoned by a copy, 0.5 % by a memset (bench/results/timing-spread.md)."""
+        """Which outputs' poison repeats its first 32-bit word throughout, told on the device
+        before any launch (a scan on the host cost 50 ms a set for a 2**26-element output): the
+        freshly uploaded poison is compared with a memset of that word, made in ``expected``,
+        which the reference's outputs replace later."""
         asked = [(s, name, word) for s in self.sets for name, word in s.first_words.items()]
         counts = self.cuda.mem_alloc(4 * max(len(asked), 1))
         self.cuda.memset_d32_async(counts, 0, max(len(asked), 1), self.stream)
         for k, (input_set, name, word) in enumerate(asked):
-            words, want = input_set.poison.nbytes[name] // 4, input_set.expected.memory[name]
+            words, want = input_set.working.nbytes[name] // 4, input_set.expected.memory[name]
             self.cuda.memset_d32_async(want, word, words, self.stream)
-            self._count("uint32", input_set.poison.memory[name], want, words, 0.0, 0.0, int(counts) + 4 * k)
+            self._count("uint32", input_set.working.memory[name], want, words, 0.0, 0.0, int(counts) + 4 * k)
         self.stream.synchronize()
         differing: np.ndarray = np.empty(max(len(asked), 1), dtype=np.uint32)
         self.cuda.memcpy_dtoh(differing, counts)
         counts.free()
-        for (input_set, name, word), count in zip(asked, differing, strict=False):
-            if count == 0:
-                input_set.words[name] = word
+        for input_set in self.sets:
+            found = zip(asked, differing, strict=False)
+            input_set.keep_poison(
+                {name: word for (s, name, word), n in found if s is input_set and n == 0}, self.stream
+            )
 
     def _inputs_changed(self) -> bool:
         """Whether a kernel changed an input of any set (byte for byte); if one did, every set's
