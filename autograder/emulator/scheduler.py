@@ -12,7 +12,9 @@ some reach) or reach the lowest PC of the other runnable lanes. Their PCs are wr
 only then.
 
 The lanes' states live on the chunk (``status``, ``pc``, ``wait_pc``, ``exit_pc``: ``barriers.py``
-reads and releases them); the scheduler makes them when it starts and moves lanes between them."""
+reads and releases them); the scheduler makes them when it starts and moves lanes between them,
+counting the lanes that can run and those that wait at barriers as it does (``n_run``, ``n_wait``),
+so that choosing the next lanes makes no pass over ``status``."""
 
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ class Scheduler:
         self.targets, self.leaves, self.spins = decoded.targets, decoded.leaves, decoded.spins
         self.kinds, self.program = decoded.kinds, decoded.program
         self.n_run = n  # the lanes that can run: neither waiting nor exited
+        self.n_wait = 0  # the lanes waiting at a barrier (a count, not a pass over ``status``)
         self.steps = 0  # the scheduler's steps (an instruction, or a choice of lanes)
         self.cur = 0  # the instruction the last group reached
 
@@ -211,9 +214,8 @@ class Scheduler:
         lanes of ``act`` that go on, or None where none does or no lane of the chunk can run."""
         ch = self.ch
         if sel_n:
-            lanes = ch.all_lanes if sel is None else sel
-            self.n_run -= lanes.size
-            self._stop(lanes, i, kind)
+            self.n_run -= ch.n if sel is None else sel.size
+            self._stop(sel, i, kind)
         if self.n_run == 0 or sel_n == act_n:
             return None
         act = np.flatnonzero(ch.status == RUN) if act is None else act[ch.status[act] == RUN]
@@ -224,7 +226,7 @@ class Scheduler:
         that yielded at a spin-wait take their turn when only they can run, barriers are
         resolved when no lane can run; None once every lane has exited."""
         ch = self.ch
-        pc, status = ch.pc, ch.status
+        pc = ch.pc
         while True:
             self.steps += 1
             if self.steps & 4095 == 0:
@@ -234,17 +236,17 @@ class Scheduler:
                 pc[pc < BIG] -= YIELDED
                 continue
             if low >= BIG:
-                if not (status == WAIT).any():
+                if not self.n_wait:
                     ch.steps = self.steps
                     return None
-                self.n_run = self._release()
+                self._release()
                 continue
             sel = np.flatnonzero(pc == low)
             n_run = self.n_run
             if sel.size == n_run:
                 act = None if n_run == ch.n else sel
                 act_warps = ch.n_warps if act is None else warp_count(ch.warp_of[act])
-                return int(low), act, n_run, act_warps, not (status == WAIT).any(), NEVER
+                return int(low), act, n_run, act_warps, not self.n_wait, NEVER
             # the lanes at the lowest PC run alone until they reach the next lowest
             stop_at = int(pc[pc != low].min())
             dense = self._others_exit(stop_at, n_run - sel.size)
@@ -258,26 +260,32 @@ class Scheduler:
         others run its loop)."""
         ch = self.ch
         return (
-            at < len(self.kinds)
+            not self.n_wait
+            and at < len(self.kinds)
             and self.kinds[at] == EXIT
             and self.program[at].guard is None
             and int(np.count_nonzero(ch.pc == at)) == others
-            and not (ch.status == WAIT).any()
         )
 
-    def _stop(self, lanes: np.ndarray, i: int, kind: int) -> None:
-        """Lanes leave the runnable set: they exit, or wait at a barrier."""
+    def _stop(self, lanes: np.ndarray | None, i: int, kind: int) -> None:
+        """Lanes ``lanes`` (None: every lane, as a slice: no index array) leave the runnable set:
+        they exit, or wait at a barrier."""
         ch = self.ch
-        ch.pc[lanes] = BIG
+        at = slice(None) if lanes is None else lanes
+        ch.pc[at] = BIG
         if kind == EXIT:
-            ch.status[lanes] = DONE
-            branched = ch.exit_pc[lanes]  # where a return left, not the closing brace's exit
-            ch.exit_pc[lanes] = np.where(branched < 0, i, branched)
+            ch.status[at] = DONE
+            branched = ch.exit_pc[at]  # where a return left, not the closing brace's exit
+            ch.exit_pc[at] = np.where(branched < 0, i, branched)
         else:
-            ch.status[lanes] = WAIT
-            ch.wait_pc[lanes] = i
+            ch.status[at] = WAIT
+            ch.wait_pc[at] = i
+            self.n_wait += ch.n if lanes is None else lanes.size
 
-    def _release(self) -> int:
-        """No lane can run and some wait at barriers: resolve every block's barrier."""
+    def _release(self) -> None:
+        """No lane can run and some wait at barriers: resolve every block's barrier (which
+        releases lanes, or ends them), then count the lanes that can run and those still waiting."""
         resolve(self.ch)
-        return int(np.count_nonzero(self.ch.status == RUN))
+        status = self.ch.status
+        self.n_run = int(np.count_nonzero(status == RUN))
+        self.n_wait = int(np.count_nonzero(status == WAIT))

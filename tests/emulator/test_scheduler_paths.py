@@ -9,18 +9,23 @@ a shortcut must count the steps it saves.
   loop. Without it, every such group runs on its own lanes.
 - A branch some lanes take forward over instructions that neither branch nor stop (a load some
   lanes skip) is run by the others alone, all going on together from its target
-  (``Scheduler._skips``). Without it, the lanes part at the branch and meet at the target."""
+  (``Scheduler._skips``). Without it, the lanes part at the branch and meet at the target.
+- Every lane of the chunk exiting or reaching a barrier together is written through a slice, not
+  an array of every lane (``Scheduler._stop``); the lanes that wait at barriers and those that can
+  run are counted as they stop and after barriers are resolved, not looked for in ``status``
+  (``Scheduler.n_wait``, ``n_run``)."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from types import SimpleNamespace
 
 import numpy as np
 
 from autograder.contract import Buffer, Scalar
 from autograder.emulator import scheduler, special
-from autograder.emulator.isa import BIG, EXIT, PURE, RUN, WAIT, Reg
+from autograder.emulator.isa import BAR, BIG, EXIT, PURE, RUN, WAIT, Reg
 from autograder.emulator.machine import decoded_kernel
 
 from .helpers import launch, out
@@ -104,6 +109,27 @@ end:
 }
 """
 
+BARRIERS = r"""
+// Every lane of the chunk reaches the first barriers together and counts a predicate at one; each
+// block then runs its own number of trips over two barriers; the lanes past the end return after.
+extern "C" __global__ void barriers(const float* x, const int* n, float* y, int* c, int size) {
+    __shared__ float s[256];
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    s[threadIdx.x] = x[t];
+    __syncthreads();
+    int k = __syncthreads_count(s[(threadIdx.x + 1) % blockDim.x] > 0.0f);
+    for (int i = 0; i < n[blockIdx.x]; ++i) {
+        float v = s[(threadIdx.x + i) % blockDim.x];
+        __syncthreads();
+        s[threadIdx.x] += v;
+        __syncthreads();
+    }
+    if (t >= size) return;
+    y[t] = s[threadIdx.x];
+    c[t] = k;
+}
+"""
+
 SHAPES = [(3, 96, 250), (2, 100, 150), (1, 256, 77), (4, 64, 256)]  # grid, block, size
 
 
@@ -175,6 +201,7 @@ def _scheduler(pcs: list[int], waiting: int = 0, guarded: bool = False) -> sched
     chunk = SimpleNamespace(pc=np.array(pcs + [BIG] * waiting), status=np.array(status, np.int8))
     made = object.__new__(scheduler.Scheduler)
     made.ch, made.kinds, made.program = chunk, kinds, program
+    made.n_wait = waiting  # what the scheduler counts as lanes stop at barriers (Scheduler._stop)
     return made
 
 
@@ -187,3 +214,48 @@ def test_the_others_wait_to_exit_only_where_every_one_is_at_an_exit_no_guard_hol
     assert not _scheduler([0, 0, 2, 2])._others_exit(scheduler.YIELDED + 1, 2), (
         "lanes yielding at a spin-wait"
     )
+
+
+ALL_KERNELS = [(LOOP, "loop"), (SHARED, "shared"), (SKIP, "skip"), (JUMP, "jump"), (BARRIERS, "barriers")]
+
+
+def _reports() -> list[str]:
+    decoded_kernel.cache_clear()
+    return [_report(source, kernel, *shape) for source, kernel in ALL_KERNELS for shape in SHAPES]
+
+
+def test_the_lanes_counted_waiting_and_running_are_those_in_status(monkeypatch):
+    next_group, checked = scheduler.Scheduler._next_group, Counter()
+
+    def counted(self):
+        status = self.ch.status
+        assert self.n_wait == np.count_nonzero(status == WAIT)
+        assert self.n_run == np.count_nonzero(status == RUN)
+        checked["waiting" if self.n_wait else "none waiting"] += 1
+        return next_group(self)
+
+    monkeypatch.setattr(scheduler.Scheduler, "_next_group", counted)
+    _reports()
+    decoded_kernel.cache_clear()
+    assert checked["waiting"] and checked["none waiting"], checked
+
+
+def test_every_lane_stopping_through_a_slice_reports_as_through_every_lanes_index(monkeypatch):
+    stop, every = scheduler.Scheduler._stop, Counter()
+
+    def recorded(self, lanes, i, kind):
+        every[kind] += lanes is None
+        stop(self, lanes, i, kind)
+
+    monkeypatch.setattr(special, "_cycles", _steps)
+    monkeypatch.setattr(scheduler.Scheduler, "_stop", recorded)
+    fast = _reports()
+    monkeypatch.setattr(
+        scheduler.Scheduler,
+        "_stop",
+        lambda self, lanes, i, kind: stop(self, self.ch.all_lanes if lanes is None else lanes, i, kind),
+    )
+    plain = _reports()
+    decoded_kernel.cache_clear()
+    assert fast == plain
+    assert every[EXIT] and every[BAR], every  # every lane exited, and waited, together
