@@ -93,7 +93,7 @@ class Access:
         self._resolved: dict[bytes, Resolved] = {}  # shared requests of every lane (resolve)
         self._last: tuple[bytes, Resolved | None] = (b"", None)  # the last one resolved
         self.last_pattern: list = [b"", None]  # the pattern of its last request of every lane
-        self.last_lanes: list = [None, b"", None]  # its last load's lanes and pattern (some lanes)
+        self.last_lanes: list = [None, b"", b"", None]  # its last request's lanes and pattern (some lanes)
 
     def resolve(self, a: np.ndarray, total: int, vec: int, write: bool, shift: int) -> Resolved | None:
         """Every lane of a chunk reaching one shared variable at ``a``, aligned: where
@@ -161,7 +161,7 @@ class Access:
         (``elem``: the element size findings count in): (bytes, positions in ``a`` (None: all),
         byte offsets) per memory reached; a lane out of bounds, misaligned or in a space the
         instruction does not reach is reported and left out. ``seen``: the pattern of ``a``
-        (``patterns.pattern``; a load's of lanes ``idx``: ``patterns.some_lanes_pattern``)."""
+        (``patterns.pattern``; of lanes ``idx``: ``patterns.some_lanes_pattern``)."""
         return self._locate_in(self.space, idx, a, total, write, elem, seen)
 
     def _locate_in(
@@ -534,12 +534,16 @@ def store_executor(access: Access, get_addr: Callable, gets: list[Callable]) -> 
         if idx is None and resolvable and (known := access.resolve(a, total, vec, True, shift)):
             store(ch.shared.bytes, None, known.off, known.el, None, known=known)
             return
-        seen = pattern(a, access.last_pattern) if idx is None else None
+        if idx is None:
+            seen = pattern(a, access.last_pattern)
+        else:
+            seen = some_lanes_pattern(idx, a, access.last_lanes)
         groups = access.locate(idx, a, total, True, dt.itemsize, seen)
         whole = len(groups) == 1 and groups[0][1] is None
         count(idx, a, total, vec, True, aligned=whole, seen=seen if whole else None)
+        checked = seen if whole and idx is None else None  # the shadow's Pattern.distinct: every lane's
         for buf, pos, off in groups:
-            store(buf, pos, off, off >> shift, idx, seen=seen if whole else None)
+            store(buf, pos, off, off >> shift, idx, seen=checked)
 
     return run
 

@@ -98,18 +98,26 @@ def _large(key: bytes, rel: np.ndarray) -> Pattern:
 
 def some_lanes_pattern(idx: np.ndarray, a: np.ndarray, last: list) -> Pattern | None:
     """The pattern of the addresses ``a`` of lanes ``idx`` (some of a chunk's; None past
-    ``KEPT_LANES``), kept in ``last``, the caller's ``[lanes, key, pattern]``, while the same lanes
-    (one array: the group of a loop's trips) make requests of one pattern. Its counts are those
-    lanes' alone: it is never shared, and ``Pattern.distinct`` (whole blocks) means nothing."""
+    ``KEPT_LANES``), kept in ``last``, the caller's ``[lanes, their bytes, key, pattern]``, while
+    the same lanes (one array: the group of a loop's trips; or equal lanes: the next launch in a
+    kept chunk, ``chunk.Chunk.acquire``, whose lanes are the same threads) make requests of one
+    pattern. Its counts are those lanes' alone: it is never shared, and ``Pattern.distinct``
+    (whole blocks) means nothing."""
     if a.size > KEPT_LANES:
         return None
     rel = a - a[0]
     key = rel.tobytes()
-    if idx is last[0] and key == last[1]:
-        return last[2]
+    if key == last[2] and (idx is last[0] or _same_lanes(idx, last)):
+        last[0] = idx
+        return last[3]
     found = Pattern(rel)
-    last[:] = idx, key, found
+    last[:] = idx, idx.tobytes(), key, found
     return found
+
+
+def _same_lanes(idx: np.ndarray, last: list) -> bool:
+    """Are lanes ``idx`` those ``last`` kept (another array of the same lanes)?"""
+    return idx.size == last[0].size and idx.tobytes() == last[1]
 
 
 class Resolved:

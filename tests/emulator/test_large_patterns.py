@@ -4,7 +4,8 @@ process by their ends, compared whole (``patterns._large``): a loop that moves a
 first address but not its pattern has its bounds, alignment, sectors, wavefronts and shadow
 spans from the pattern, as a small chunk's have; a shared request keeps where its last addresses
 landed (``access.Access.resolve``): a tile read at the same addresses trip after trip. A load
-of some lanes keeps its last pattern while the same lanes load (``patterns.some_lanes_pattern``).
+or store of some lanes keeps its last pattern while the same lanes make requests of it
+(``patterns.some_lanes_pattern``).
 Against the same launches with none of these (the paths they replace): outputs, findings and
 counters, per line, the same.
 """
@@ -70,7 +71,7 @@ def _draw(rng, blocks: int) -> list:
 
 def _before(monkeypatch) -> None:
     """The paths replaced: no pattern and nothing resolved for a request of more lanes than
-    ``PATTERN_LANES``, no pattern for a load of some lanes."""
+    ``PATTERN_LANES``, no pattern for a request of some lanes."""
     kept, resolve = access.pattern, access.Access.resolve
     monkeypatch.setattr(
         access, "pattern", lambda a, last=None: None if a.size > patterns.PATTERN_LANES else kept(a, last)
@@ -85,7 +86,7 @@ def _before(monkeypatch) -> None:
 
 def _seen(monkeypatch) -> Counter:
     """From now on: the requests of large chunks that got a pattern, that were resolved, and
-    the loads of some lanes that got one."""
+    the requests of some lanes that got one."""
     kept, resolve, some, seen = access.pattern, access.Access.resolve, access.some_lanes_pattern, Counter()
 
     def counted(a, last=None):
