@@ -16,6 +16,10 @@
 # folder is gone from the tree at the next call); the next carries `.whl` and runs the script.
 # `.whl` is kept in /tmp/wheels (WHEELS) for the later calls of the same warm machine, which
 # need not carry it again (ray_setup.sh's, whose Ray wheel leaves no room for it).
+#
+# The device runs a copy of the working tree as it is, uncommitted changes included: a figure
+# for a commit needs a tree without any (2026-12-03: a batch run carried an unfinished emulator
+# change and measured that instead, bench/results/batch-gpu.md).
 BASE=/opt/torch/.venv/bin/python3
 VENV=/tmp/venv
 PY=$VENV/bin/python3
