@@ -192,7 +192,9 @@ class TimingRequest:
     max_repeats: int = 3000
     target_spread: float = 0.0008  # relative standard error of the ratio that ends the repeats
     budget_s: float = 20.0
-    flush_bytes: int = 256 << 20  # an L2 flush before every launch: over four times the H200's L2
+    # an L2 flush before every launch; None: twice the device's L2 (on the H200, 120 MiB: the same
+    # medians as 256 MiB, in 10-15 % less of a short kernel's session, bench/results/timing-spread.md)
+    flush_bytes: int | None = None
 
     @property
     def limit_s(self) -> float:

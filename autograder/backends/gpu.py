@@ -99,9 +99,9 @@ def _driver():
 class GpuBackend(Backend):
     """Compiles with NVRTC for this device and launches with PyCUDA, in the calling process.
 
-    Besides the contract, ``gpu_timing.py`` uses ``driver``, ``device``, ``function(program)``,
-    ``active()``, ``check_usable()`` and ``cuda_failures(...)`` to time launches in this
-    backend's context with the same compile cache and the same crash handling.
+    Besides the contract, ``gpu_timing.py`` uses ``driver``, ``device``, ``l2_bytes``,
+    ``function(program)``, ``active()``, ``check_usable()`` and ``cuda_failures(...)`` to time
+    launches in this backend's context with the same compile cache and the same crash handling.
     """
 
     name = "gpu"
@@ -115,6 +115,7 @@ class GpuBackend(Backend):
         major, minor = self.device.compute_capability()
         self.arch = f"sm_{major}{minor}"
         self.device_name = self.device.name()
+        self.l2_bytes = self.device.get_attribute(self.driver.device_attribute.L2_CACHE_SIZE)
         self._context = None
         self._failure: str | None = None  # why CUDA is unusable in this process
         self._functions: dict[Program, tuple] = {}  # Program -> (module, function)

@@ -10,10 +10,11 @@ The protocol (``docs/performance.md``; the measurement principles in ``docs/gpu-
   buffers, the student's first on every other set and the reference's on the rest;
 - before each launch, outside the events: the outputs are poisoned again (NaN, or the
   integer sentinel: a memset where it repeats a 32-bit word, else a copy), and the L2 is
-  flushed by a kernel that reads ``flush_bytes`` (256 MiB by default, over four times the
-  H200's 60 MiB). A read, not a memset: a memset leaves the L2 full of dirty lines, which
-  the timed kernel then writes back, a cost that is not the kernel's (on the H200: 8.7 of
-  the reduction's 72.9 µs, 4.6 of the transpose's 140) and that pulls every ratio towards 1;
+  flushed by a kernel that reads ``flush_bytes`` (by default twice the device's L2: 120 MiB
+  on the H200, whose medians it leaves where 256 MiB did). A read, not a memset: a memset
+  leaves the L2 full of dirty lines, which the timed kernel then writes back, a cost that is
+  not the kernel's (on the H200: 8.7 of the reduction's 72.9 µs, 4.6 of the transpose's 140)
+  and that pulls every ratio towards 1;
 - the inputs are not copied before each launch (until 2026-12-03 they were, into one set of
   working buffers: that copy was most of the GPU's time for the short kernels,
   ``bench/results/timing-spread.md``). They are declared ``const``; a kernel that writes
@@ -35,7 +36,11 @@ The protocol (``docs/performance.md``; the measurement principles in ``docs/gpu-
   ``max_repeats`` ends them. A short kernel's launches vary by a few percent among
   themselves (a 73 µs reduction: 3 % from the 10th to the 90th percentile on the H200), so it
   needs hundreds of launches where a long one settles after the first 30
-  (``bench/results/timing-spread.md``).
+  (``bench/results/timing-spread.md``);
+- the host waits for the GPU once a round, to read its counts and apply the stop rule, and the
+  GPU idles meanwhile (for the reduction, 0.8 ms a round of six launches): so a timed round
+  makes as many passes over the input sets as fill about ``ROUND_S`` of the last round's time,
+  up to ``MAX_PASSES``. A kernel of milliseconds keeps one pass a round, as before.
 
 The physical floor of a case (the least time any correct kernel needs) is the grading
 side's business (``performance.py``): it knows the work a case must do; this module only
@@ -103,6 +108,9 @@ extern "C" __global__ void read_flush(const uint4* p, unsigned long long n, unsi
 """
 FLUSH_PROGRAM = Program(FLUSH_SOURCE, "read_flush.cu", "read_flush")
 FLUSH_BLOCKS = 1024
+
+ROUND_S = 0.01  # a timed round's aim: enough passes over the input sets to fill this long
+MAX_PASSES = 16
 
 
 def time_case(backend, request: TimingRequest) -> Timing:
@@ -260,14 +268,16 @@ class _Session:
         self.stream = self.cuda.Stream()
         self.sets = [_InputSet(self.cuda, launch, self.stream) for launch in request.student]
         self._find_repeated_words()
-        self.flush = self.cuda.mem_alloc(request.flush_bytes)
-        self.cuda.memset_d32_async(self.flush, 0x01010101, request.flush_bytes // 4, self.stream)
+        self.flush_bytes = request.flush_bytes or 2 * backend.l2_bytes
+        self.flush = self.cuda.mem_alloc(self.flush_bytes)
+        self.cuda.memset_d32_async(self.flush, 0x01010101, self.flush_bytes // 4, self.stream)
         self.flusher = backend.function(FLUSH_PROGRAM)
         self.sink = self.cuda.mem_alloc(4)
-        self.pairs = len(self.sets)  # pairs per round: one over every input set
-        self.bad = self.cuda.mem_alloc(4 * 2 * self.pairs)
+        self.pairs = len(self.sets)  # pairs per pass: one over every input set
+        slots = 2 * self.pairs * MAX_PASSES  # launches of the longest round
+        self.bad = self.cuda.mem_alloc(4 * slots)
         self.changed = self.cuda.mem_alloc(4)
-        self.events = [(self.cuda.Event(), self.cuda.Event()) for _ in range(2 * self.pairs)]
+        self.events = [(self.cuda.Event(), self.cuda.Event()) for _ in range(slots)]
         self.launches = dict.fromkeys(WHO, 0)  # each kernel's launches so far, warm-up's too
         self.pairs_run = 0
         self.restoring = False  # a kernel changed its inputs: restore them before every launch
@@ -284,13 +294,24 @@ class _Session:
                 return samples, wrong
 
     def _timed_rounds(self) -> tuple[dict[str, list[float]], str | None]:
-        """A warm-up round, then timed rounds until settled or wrong."""
-        wrong = self._round({}, timed=False)
+        """A warm-up round of one pass, then timed rounds until settled or wrong, each of as
+        many passes as fill ``ROUND_S`` at the pace of the round before."""
+        wrong = self._round({}, timed=False, passes=1)
         samples: dict[str, list[float]] = {who: [] for who in WHO}
         started = time.monotonic()
+        passes = 1
         while wrong is None and not self._done(samples, started):
-            wrong = self._round(samples, timed=True)
+            began = time.perf_counter()
+            wrong = self._round(samples, timed=True, passes=passes)
+            passes = self._passes(passes, time.perf_counter() - began, len(samples["student"]))
         return samples, wrong
+
+    def _passes(self, last: int, last_s: float, repeats: int) -> int:
+        """The next round's passes: as many as fill ``ROUND_S`` at the last round's pace, at least
+        one, at most ``MAX_PASSES`` and no more than ``max_repeats`` leaves."""
+        fill = int(last * ROUND_S / last_s) if last_s > 0 else MAX_PASSES
+        left = -(-(self.request.max_repeats - repeats) // self.pairs)
+        return max(1, min(fill, MAX_PASSES, left))
 
     def _done(self, samples: dict[str, list[float]], started: float) -> bool:
         r = self.request
@@ -298,14 +319,15 @@ class _Session:
             return True
         return settled(samples["student"], samples["reference"], r.target_spread, r.min_repeats)
 
-    def _round(self, samples: dict[str, list[float]], timed: bool) -> str | None:
-        """One pass over every input set, a pair of launches on each; checked on the device.
+    def _round(self, samples: dict[str, list[float]], timed: bool, passes: int) -> str | None:
+        """``passes`` passes over every input set, a pair of launches on each; checked on the
+        device.
 
         After a round with a wrong output the inputs are checked first: if a kernel changed
         them, the round runs again on restored inputs before anything is judged."""
-        slots, counts = self._run_round()
+        slots, counts = self._run_round(passes)
         if counts.any() and not self.restoring and self._inputs_changed():
-            slots, counts = self._run_round()
+            slots, counts = self._run_round(passes)
         for slot, (who, index, launch) in enumerate(slots):
             if counts[slot] and who == "reference":
                 raise ReferenceUnstableError(
@@ -319,12 +341,13 @@ class _Session:
                 samples[who].append(start.time_till(end))
         return None
 
-    def _run_round(self) -> tuple[list[tuple[str, int, int]], np.ndarray]:
-        """Launch a pair on every input set: who ran, on which set, its launch number; and each
-        launch's count of wrong outputs."""
-        self.cuda.memset_d32_async(self.bad, 0, 2 * self.pairs, self.stream)
+    def _run_round(self, passes: int) -> tuple[list[tuple[str, int, int]], np.ndarray]:
+        """Launch a pair on every input set, ``passes`` times over: who ran, on which set, its
+        launch number; and each launch's count of wrong outputs."""
+        n = 2 * self.pairs * passes
+        self.cuda.memset_d32_async(self.bad, 0, n, self.stream)
         slots: list[tuple[str, int, int]] = []
-        for index, input_set in enumerate(self.sets):
+        for index, input_set in [*enumerate(self.sets)] * passes:
             for who in self._order():
                 slot = len(slots)
                 start, end = self.events[slot]
@@ -333,7 +356,7 @@ class _Session:
                 self.launches[who] += 1
                 slots.append((who, index, self.launches[who]))
         self.stream.synchronize()
-        counts: np.ndarray = np.empty(2 * self.pairs, dtype=np.uint32)
+        counts: np.ndarray = np.empty(n, dtype=np.uint32)
         self.cuda.memcpy_dtoh(counts, self.bad)
         return slots, counts
 
@@ -345,7 +368,7 @@ class _Session:
 
     def _flush(self) -> None:
         """Leave nothing of the last launch in the L2, and nothing dirty: a read of the flush buffer."""
-        words = np.uint64(self.request.flush_bytes // 16)
+        words = np.uint64(self.flush_bytes // 16)
         self.flusher(
             self.flush, words, self.sink, grid=(FLUSH_BLOCKS, 1, 1), block=(256, 1, 1), stream=self.stream
         )

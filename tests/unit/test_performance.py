@@ -272,6 +272,12 @@ class _FakeCuda:
         self.clock = itertools.count()
         self.next_address = 1 << 20
 
+    def clock_now(self) -> int:
+        """The clock's next tick, without taking it."""
+        now = next(self.clock)
+        self.clock = itertools.count(now)
+        return now
+
     def mem_alloc(self, nbytes):
         address, self.next_address = self.next_address, self.next_address + nbytes + (1 << 20)
         self.memory[address] = np.zeros(nbytes, np.uint8)
@@ -318,6 +324,7 @@ class _FakeCuda:
 
 class _FakeBackend:
     device_name = "Fake GPU"
+    l2_bytes = 1 << 15  # the flush, twice this, is checked byte by byte
 
     def __init__(self, kernels):
         self.driver = _FakeCuda()
@@ -345,6 +352,7 @@ class _FakeBackend:
     def _flush(self, flush, words, sink, **launch):
         """The L2 flush reads: the flush buffer keeps the bytes it was filled with."""
         self.flushes = getattr(self, "flushes", 0) + 1
+        self.flushed_bytes = 16 * int(words)
         assert (self.driver.view(flush, np.uint8, 16 * int(words)) == 1).all()
 
     def _compare(self, dtype, got, want, n, atol, rtol, bad, **launch):
@@ -482,6 +490,65 @@ def test_outputs_are_poisoned_again_by_a_memset_where_the_poison_repeats_a_word_
     for b in outputs:
         got = backend.driver.view(input_set.working.memory[b.name], np.uint8, b.data.nbytes)
         assert got.tobytes() == b.data.tobytes()
+
+
+def _costing(costs):
+    """A vector_add whose n-th call takes ``costs(n)`` ticks of the fake clock, noted in order."""
+    taken = []
+
+    def kernel(cuda, *args):
+        taken.append(costs(len(taken)))
+        _vector_add(cuda, *args, extra=taken[-1])
+
+    return kernel, taken
+
+
+def test_rounds_grow_to_fill_the_round_time_and_every_launch_keeps_its_own_time_and_check(monkeypatch):
+    """With a tick of 0.1 ms, a pass over three sets takes about 2 ms: the first timed round
+    makes one pass, the next enough to fill ROUND_S (10 ms). Each launch of a round of several
+    passes is timed by its own events (the student's calls alternate 3 and 5 ticks), and its
+    outputs are checked in its own slot: a kernel that stops writing at its 12th call, inside
+    such a round, is named at that call."""
+    backend = _FakeBackend({})
+    ticks = backend.driver
+    monkeypatch.setattr(gpu_timing, "time", _clock(lambda: ticks.clock_now() * 1e-4))
+    rounds = []
+    run_round = gpu_timing._Session._run_round
+    monkeypatch.setattr(gpu_timing._Session, "_run_round", lambda s, p: rounds.append(p) or run_round(s, p))
+    student, taken = _costing(lambda n: 3 + 2 * (n % 2))
+    backend.kernels = {"reference": _vector_add, "costing": student}
+    session = gpu_timing._Session(backend, _request("costing"))
+    samples, wrong = session.measure()
+    assert wrong is None and rounds[:2] == [1, 1] and 1 < rounds[2] < gpu_timing.MAX_PASSES
+    assert samples["student"] == [float(t + 1) for t in taken[3:]]  # after the warm-up's three
+
+    calls = itertools.count()
+    backend.kernels["stopping"] = lambda cuda, *args: next(calls) < 11 and _vector_add(cuda, *args)
+    rounds.clear()
+    timing = gpu_timing.time_case(backend, _request("stopping"))
+    assert 3 * sum(rounds[:-1]) < 12 <= 3 * sum(rounds) and rounds[-1] > 1  # inside the last round
+    assert timing.wrong.startswith("launch 12 of your kernel")
+
+
+def test_a_round_makes_no_more_passes_than_max_repeats_leaves():
+    """Instant rounds ask for MAX_PASSES, but the repeats end at the first multiple of the three
+    sets past max_repeats (21 of 20), not a whole round of 16 passes later (51)."""
+    backend = _FakeBackend({"reference": _vector_add})
+    request = dataclasses.replace(_request("reference"), min_repeats=100, max_repeats=20)
+    assert gpu_timing.time_case(backend, request).repeats == 21
+
+
+def test_the_flush_reads_twice_the_devices_l2_unless_the_request_names_its_size():
+    for asked, read in ((None, 2 * _FakeBackend.l2_bytes), (1 << 17, 1 << 17)):
+        backend = _FakeBackend({"reference": _vector_add})
+        gpu_timing.time_case(backend, dataclasses.replace(_request("reference"), flush_bytes=asked))
+        assert backend.flushed_bytes == read
+
+
+def _clock(perf_counter):
+    return type(
+        "Clock", (), {"perf_counter": staticmethod(perf_counter), "monotonic": staticmethod(lambda: 0.0)}
+    )
 
 
 @pytest.mark.parametrize("from_call", [0, 8], ids=["always", "after-the-warm-up"])
