@@ -19,12 +19,16 @@ the spread of the self-ratios across sessions ((max - min) / median: the figure 
 to 0.2 %), each session's self-ratios and SM clock. The JSON (``--out``) adds each session's
 10th, 50th and 90th percentile of single launches. Results: ``bench/results/timing-spread.md``.
 
-    python3 bench/timing_spread.py [--assignments transpose,reduction] [--sessions 5] [--out F]
+``--passes 1,16`` adds reading-mode rows whose timed rounds may make up to 16 passes over the
+input sets (``TimingRequest.max_passes``; grading asks 1).
+
+    python3 bench/timing_spread.py [--assignments transpose,reduction] [--sessions 5] [--passes 1,16]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import sys
@@ -56,6 +60,13 @@ class Restoring(_Session):
 PROTOCOLS = {"reading": _Session, "restoring": Restoring}
 
 
+def protocols(passes: list[int]) -> list[tuple[str, type[_Session], int]]:
+    """(name, session class, a round's most passes): both modes at one pass a round (what
+    grading asks), and reading at each larger number of passes asked for (``--passes``)."""
+    more = [("reading", _Session, p) for p in passes if p > 1]
+    return [(rule, protocol, 1) for rule, protocol in PROTOCOLS.items()] + more
+
+
 def session_samples(
     backend: GpuBackend, request, protocol: type[_Session]
 ) -> tuple[dict[str, list[float]], float]:
@@ -85,16 +96,17 @@ def spread(values: list[float]) -> float:
     return float((max(values) - min(values)) / np.median(values)) if values else float("nan")
 
 
-def case_rows(backend: GpuBackend, name: str, spec, sessions: int) -> list[dict]:
+def case_rows(backend: GpuBackend, name: str, spec, sessions: int, passes: list[int]) -> list[dict]:
     source = (ROOT / "reference" / f"{name}.cu").read_text()
     sources = dict.fromkeys(("student", "reference"), source)
     rows = []
     for request in timing_requests(spec, sources, "perf", secret=2027, time_limit_s=60):
-        for rule, protocol in PROTOCOLS.items():
+        for rule, protocol, most in protocols(passes):
             runs = []
             for _ in range(sessions):
                 seen = clocks(backend)
-                samples, seconds = session_samples(backend, request, protocol)
+                asked = dataclasses.replace(request, max_passes=most)
+                samples, seconds = session_samples(backend, asked, protocol)
                 all_launches = np.asarray(samples["student"] + samples["reference"])
                 runs.append(
                     {
@@ -107,6 +119,7 @@ def case_rows(backend: GpuBackend, name: str, spec, sessions: int) -> list[dict]
                         "power_w": seen.get("power_w"),
                     }
                 )
+            rule = rule if most == 1 else f"{rule}, up to {most} passes a round"
             row = {"assignment": name, "case": dict(request.case), "rule": rule, "runs": runs}
             for estimator in ("medians", "paired"):
                 row[f"{estimator}_spread"] = spread([r[estimator] for r in runs])
@@ -139,6 +152,9 @@ def main() -> None:
     parser.add_argument("--assignments", default=",".join(DEFAULT))
     parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None, help="JSON of every session")
+    parser.add_argument(
+        "--passes", default="1", help="comma-separated: a timed round's most passes, reading mode (1 always)"
+    )
     args = parser.parse_args()
     specs = load_specs(ROOT)
     backend = GpuBackend()
@@ -152,7 +168,9 @@ def main() -> None:
     rows = []
     try:
         for name in args.assignments.split(","):
-            rows += case_rows(backend, name, specs[name], args.sessions)
+            rows += case_rows(
+                backend, name, specs[name], args.sessions, [int(p) for p in args.passes.split(",")]
+            )
     finally:
         backend.close()
     print(f"{time.monotonic() - started:.0f} s")

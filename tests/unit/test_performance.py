@@ -517,24 +517,46 @@ def test_rounds_grow_to_fill_the_round_time_and_every_launch_keeps_its_own_time_
     monkeypatch.setattr(gpu_timing._Session, "_run_round", lambda s, p: rounds.append(p) or run_round(s, p))
     student, taken = _costing(lambda n: 3 + 2 * (n % 2))
     backend.kernels = {"reference": _vector_add, "costing": student}
-    session = gpu_timing._Session(backend, _request("costing"))
+    session = gpu_timing._Session(backend, dataclasses.replace(_request("costing"), max_passes=16))
     samples, wrong = session.measure()
-    assert wrong is None and rounds[:2] == [1, 1] and 1 < rounds[2] < gpu_timing.MAX_PASSES
+    assert wrong is None and rounds[:2] == [1, 1] and 1 < rounds[2] < 16
     assert samples["student"] == [float(t + 1) for t in taken[3:]]  # after the warm-up's three
 
     calls = itertools.count()
     backend.kernels["stopping"] = lambda cuda, *args: next(calls) < 11 and _vector_add(cuda, *args)
     rounds.clear()
-    timing = gpu_timing.time_case(backend, _request("stopping"))
+    timing = gpu_timing.time_case(backend, dataclasses.replace(_request("stopping"), max_passes=16))
     assert 3 * sum(rounds[:-1]) < 12 <= 3 * sum(rounds) and rounds[-1] > 1  # inside the last round
     assert timing.wrong.startswith("launch 12 of your kernel")
 
 
+@pytest.mark.parametrize("sets, passes", [(2, None), (3, None), (3, 16)])
+def test_each_kernel_goes_first_on_every_other_pair_and_after_every_other_wait(sets, passes, monkeypatch):
+    """Who runs first on each pair, round by round: alternating within a round, and the first
+    launch of a round (the one after the host waited) alternating between rounds, even when a
+    round holds an even number of pairs. By default a round is one pass."""
+    firsts: list[str] = []
+    order = gpu_timing._Session._order
+    monkeypatch.setattr(
+        gpu_timing._Session, "_order", lambda s, p: firsts.append(order(s, p)[0]) or order(s, p)
+    )
+    rounds: list[int] = []
+    run_round = gpu_timing._Session._run_round
+    monkeypatch.setattr(gpu_timing._Session, "_run_round", lambda s, p: rounds.append(p) or run_round(s, p))
+    request = _request("reference", sets=sets)  # max_passes: the default, or as asked
+    request = dataclasses.replace(request, max_passes=passes) if passes else request
+    gpu_timing.time_case(_FakeBackend({"reference": _vector_add}), request)
+    assert set(rounds) == {1} if passes is None else max(rounds) > 1
+    starts = np.cumsum([0] + [sets * p for p in rounds[:-1]])
+    assert all(firsts[i] != firsts[i + 1] for i in range(len(firsts) - 1) if i + 1 not in starts)
+    assert [firsts[i] for i in starts] == [gpu_timing.WHO[r % 2] for r in range(len(rounds))]
+
+
 def test_a_round_makes_no_more_passes_than_max_repeats_leaves():
-    """Instant rounds ask for MAX_PASSES, but the repeats end at the first multiple of the three
-    sets past max_repeats (21 of 20), not a whole round of 16 passes later (51)."""
+    """Instant rounds ask for all 16 passes, but the repeats end at the first multiple of the
+    three sets past max_repeats (21 of 20), not a whole round of 16 passes later (51)."""
     backend = _FakeBackend({"reference": _vector_add})
-    request = dataclasses.replace(_request("reference"), min_repeats=100, max_repeats=20)
+    request = dataclasses.replace(_request("reference"), min_repeats=100, max_repeats=20, max_passes=16)
     assert gpu_timing.time_case(backend, request).repeats == 21
 
 
