@@ -170,3 +170,29 @@ def test_a_special_register_not_emulated_is_named_with_its_feature(source, regis
     assert f"{register} (" in message and feature in message and "is not emulated" in message
     assert "not declared" not in message  # what it said before
     assert message.startswith("kernel.cu:")
+
+
+INDICES = r"""
+extern "C" __global__ void indices(unsigned* o) {
+    unsigned block = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    unsigned thread = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+    unsigned* r = o + 6 * (block * blockDim.x * blockDim.y * blockDim.z + thread);
+    r[0] = threadIdx.x; r[1] = threadIdx.y; r[2] = threadIdx.z;
+    r[3] = blockIdx.x; r[4] = blockIdx.y; r[5] = blockIdx.z;
+}
+"""
+
+
+@pytest.mark.parametrize("grid, block", [((3, 2, 2), (8, 4, 2)), ((2, 3, 5), (16, 2, 3)), ((4, 1, 1), (7, 5, 1))])
+def test_thread_and_block_indices_are_each_axis_of_their_linear_index(grid, block):
+    """``special.dim_of`` works out one axis of a lane's thread or block: every axis of every lane
+    of three-dimensional shapes, against numpy's own unravelling of the linear indices."""
+    threads, blocks = int(np.prod(block)), int(np.prod(grid))
+    result = launch(INDICES, "indices", grid, block, [out("o", 6 * threads * blocks, np.uint32)])
+    table = result.outputs["o"].reshape(blocks, threads, 6)
+    tz, ty, tx = np.unravel_index(np.arange(threads), block[::-1])
+    bz, by, bx = np.unravel_index(np.arange(blocks), grid[::-1])
+    for k, expected in enumerate((tx, ty, tz)):
+        assert (table[:, :, k] == expected[None, :]).all()
+    for k, expected in enumerate((bx, by, bz)):
+        assert (table[:, :, 3 + k] == expected[:, None]).all()
