@@ -176,9 +176,9 @@ class Chunk(Lanes):
         """``get(idx)`` of the int64 addresses an ``[base+offset]`` operand names."""
         if isinstance(addr.base, Reg):
             storage = self.registers.reg(addr.base.name)
-            base: np.ndarray = storage.view(np.int64) if storage.itemsize == 8 else storage.astype(np.int64)
-            if storage.itemsize != 8:
+            if storage.itemsize != 8:  # widened when it runs (a copy of every lane's made here went unused)
                 return lambda idx: (storage if idx is None else storage[idx]).astype(np.int64) + addr.offset
+            base: np.ndarray = storage.view(np.int64)
             off = addr.offset
             if off == 0:
                 return lambda idx: base if idx is None else base[idx]
