@@ -53,6 +53,23 @@ def test_launch_runs_in_the_worker_and_it_is_reused(worker):
     assert worker.starts == 1
 
 
+def test_the_worker_freezes_what_it_holds_before_it_exits(tmp_path):
+    """Python's exit collects cyclic garbage over every object alive: the worker freezes them
+    first (``worker.serve``), so that an emulator worker's exit does not pass over its decoded
+    kernels and executors. Its exit handlers still run: one the kernel registered reads the
+    frozen count as the worker exits."""
+    record = tmp_path / "frozen"
+    kernel = (
+        "import atexit, gc\n"
+        "def k(ctx, x, n):\n"
+        f"    atexit.register(lambda: open({str(record)!r}, 'w').write(str(gc.get_freeze_count())))\n"
+    )
+    backend = WorkerBackend(FakeBackend, "emulator", compile_s=10)
+    backend.launch(launch(kernel))
+    backend.close()
+    assert int(record.read_text()) > 1000
+
+
 def test_a_hung_kernel_is_killed_at_its_limit_and_the_worker_restarts(worker):
     worker.launch(launch(ADD))
     started = time.monotonic()
