@@ -6,6 +6,8 @@ batch, the service or the handouts first."""
 
 from __future__ import annotations
 
+import atexit
+import gc
 import importlib
 
 import click
@@ -55,3 +57,6 @@ class Commands(click.Group):
 @click.version_option(package_name="cuda-autograder")
 def main():
     """Grade CUDA kernel assignments on a GPU (PyCUDA) or on the PTX emulator."""
+    # Python's exit collects cyclic garbage over every object alive, 0.13-0.17 s of a grading's
+    # CPU, for memory the process gives back as it ends: frozen first (as the worker does, serve)
+    atexit.register(gc.freeze)

@@ -351,3 +351,19 @@ def test_every_command_a_cli_module_defines_is_one_of_autograders_and_loads_only
         check=True,
     ).stdout
     assert "whole_class" not in loaded and "service" not in loaded and "grading" in loaded
+
+
+def test_a_command_freezes_what_the_process_holds_as_it_exits():
+    """Python's exit collects cyclic garbage over every object alive: a command's process
+    freezes them first (``cli.main``). An exit handler registered before the command runs after
+    the command's own and reads the frozen count."""
+    script = (
+        "import atexit, gc, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
+        "from autograder.cli import main\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count()))\n"
+        "main(['grade', '--help'])\n"
+    )
+    run_ = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert run_.returncode == 0, run_.stderr
+    assert int(run_.stdout.split()[-1]) > 1000
