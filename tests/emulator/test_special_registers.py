@@ -183,7 +183,9 @@ extern "C" __global__ void indices(unsigned* o) {
 """
 
 
-@pytest.mark.parametrize("grid, block", [((3, 2, 2), (8, 4, 2)), ((2, 3, 5), (16, 2, 3)), ((4, 1, 1), (7, 5, 1))])
+@pytest.mark.parametrize(
+    "grid, block", [((3, 2, 2), (8, 4, 2)), ((2, 3, 5), (16, 2, 3)), ((4, 1, 1), (7, 5, 1))]
+)
 def test_thread_and_block_indices_are_each_axis_of_their_linear_index(grid, block):
     """``special.dim_of`` works out one axis of a lane's thread or block: every axis of every lane
     of three-dimensional shapes, against numpy's own unravelling of the linear indices."""
