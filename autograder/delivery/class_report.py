@@ -38,11 +38,13 @@ import importlib.metadata
 import io
 import json
 import math
+import multiprocessing
 import os
 import re
 import statistics
 import sys
 from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -70,6 +72,7 @@ CONTEXT_LINES = 3  # source lines shown either side of a finding's line
 MAX_FINDING_GROUPS = 15  # the most frequent findings shown on the class page
 MAX_SOURCE_LINES = 2000  # of a student's file on their page
 MAX_LINE_CHARS = 300  # of one source line
+PARALLEL_PAGES = 8  # pages to draw from which they are spread over a process per core
 BAR, FLAG, FULL, ZERO = "#4C72B0", "#E0A800", "#2E7D32", "#C62828"
 TIMES, NONE = "\u00d7", "\u2013"  # x as in 1.5x, and the dash of a number that is not there
 RATIO_TICKS = (0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 4, 6, 8, 10, 15, 20, 30, 50, 100, 200, 500, 1000)
@@ -116,14 +119,51 @@ def redraw(graded: Class, batch_dir: Path, out: Path) -> list[str]:
 
 
 def _draw_pages(graded: Class, out: Path, names: list[str], logs: dict[str, str | None]) -> None:
-    pages = _Pages()
-    students = {f"students/{s.id}.html": s for s in graded.students}
-    for name in names:
-        student = students.get(name)
-        page = (
-            _student_page(pages, graded, student, logs[student.id]) if student else _index_page(pages, graded)
-        )
-        (out / name).write_text(page, encoding="utf-8")
+    """Draw the pages ``names``: in this process, or, from ``PARALLEL_PAGES`` pages on, spread over
+    a process per core (a page is drawn from the class alone, and its figures cost matplotlib about
+    a second a page for every assignment: 300 students on one core are most of an hour)."""
+    workers = min(len(names), _cores())
+    if len(names) < PARALLEL_PAGES or workers < 2:
+        _Drawer(graded, out, logs).draw_all(names)
+        return
+    spawn = multiprocessing.get_context("spawn")  # no fork of a process that may run Ray's threads
+    with ProcessPoolExecutor(workers, spawn, initializer=_Drawer.start, initargs=(graded, out, logs)) as pool:
+        for _ in pool.map(_Drawer.draw_in_worker, [names[k::workers] for k in range(workers)]):
+            pass
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class _Drawer:
+    """Draws pages of one class into ``out``; one per worker process when pages are drawn in parallel."""
+
+    current: _Drawer | None = None  # a worker's, set by ``start``
+
+    def __init__(self, graded: Class, out: Path, logs: dict[str, str | None]):
+        self.graded, self.out, self.logs, self.pages = graded, out, logs, _Pages()
+        self.students = {f"students/{s.id}.html": s for s in graded.students}
+
+    @classmethod
+    def start(cls, graded: Class, out: Path, logs: dict[str, str | None]) -> None:
+        cls.current = cls(graded, out, logs)
+
+    @classmethod
+    def draw_in_worker(cls, names: list[str]) -> None:
+        assert cls.current is not None, "a worker's drawer is set by its initializer"
+        cls.current.draw_all(names)
+
+    def draw_all(self, names: list[str]) -> None:
+        for name in names:
+            student = self.students.get(name)
+            page = (
+                _student_page(self.pages, self.graded, student, self.logs[student.id])
+                if student
+                else _index_page(self.pages, self.graded)
+            )
+            (self.out / name).write_text(page, encoding="utf-8")
 
 
 def _log_href(batch_dir: Path, out: Path, student: Student) -> str | None:

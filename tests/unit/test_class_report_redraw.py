@@ -68,6 +68,22 @@ def edited_class(batch_dir: Path, edit) -> None:
 # ---- only what changed is drawn again ----------------------------------------------------------
 
 
+def test_pages_drawn_in_a_process_per_core_are_the_pages_drawn_in_one(small, monkeypatch):
+    """From PARALLEL_PAGES pages on, pages are drawn by worker processes (here two, from the first
+    page): every page, each the bytes this process draws."""
+    class_report.write_class_report(small, small / "alone")
+    monkeypatch.setattr(class_report, "PARALLEL_PAGES", 1)
+    monkeypatch.setattr(class_report, "_cores", lambda: 2)
+    workers = []
+    pool = class_report.ProcessPoolExecutor
+    monkeypatch.setattr(
+        class_report, "ProcessPoolExecutor", lambda n, *a, **k: workers.append(n) or pool(n, *a, **k)
+    )
+    class_report.write_class_report(small, small / "spread")
+    assert workers == [2] and pages(small / "spread") == pages(small / "alone")
+    assert len(pages(small / "alone")) == SMALL + 2  # the pages and their digests
+
+
 def test_a_current_class_draws_nothing_and_one_changed_student_draws_their_page_and_the_index(small):
     first = drawn(small)
     assert sorted(first) == sorted(["index.html", *(student(i) for i in range(SMALL))])
