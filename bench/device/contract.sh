@@ -36,7 +36,7 @@ fi
 
 if [ "$PART" = 2 ] || [ "$PART" = all ]; then
     section "selfcheck --backend gpu"
-    timeout "${SELFCHECK_S:-300}" "$PY" -m autograder selfcheck --backend gpu 2>&1 \
+    timeout "${SELFCHECK_S:-540}" "$PY" -m autograder selfcheck --backend gpu 2>&1 \
         | while IFS= read -r line; do echo "$(date -u +%T) $line"; done | tee "$OUT/selfcheck.log" \
         | grep -E '^[0-9:]+ (ok|FAIL)|not run' | tail -25
     echo "selfcheck exit ${PIPESTATUS[0]} ($(date -u +%T))"
