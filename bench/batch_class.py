@@ -114,10 +114,11 @@ class Sampler(threading.Thread):
             self.peak = max(self.peak, tree_rss_mb(self.root))
 
 
-def run_batch(export: Path, out: Path, backend: str, extra: list[str]) -> tuple[float, str, float]:
-    """Wall time, the last line printed, and the peak resident memory of the batch's processes.
-    What the batch prints is passed on to stderr as it comes, each line with the seconds since
-    the start, so a run stopped early still shows how far it got."""
+def run_batch(export: Path, out: Path, backend: str, extra: list[str]) -> tuple[float, str, float, float]:
+    """Wall time, the last line printed, the peak resident memory of the batch's processes, and
+    the seconds after its last submission was graded (the class's files, its reference ledger and
+    the class report). What the batch prints is passed on to stderr as it comes, each line with
+    the seconds since the start, so a run stopped early still shows how far it got."""
     command = [sys.executable, "-m", "autograder", "batch", str(export), "--out", str(out)]
     command += ["--course", str(ROOT), "--backend", backend, *extra]
     started = time.monotonic()
@@ -125,13 +126,17 @@ def run_batch(export: Path, out: Path, backend: str, extra: list[str]) -> tuple[
     sampler = Sampler(process.pid)
     sampler.start()
     lines = []
+    last_graded = 0.0
     for line in process.stdout:  # type: ignore[union-attr]
         print(f"{time.monotonic() - started:7.1f} s  {line}", end="", file=sys.stderr, flush=True)
         lines.append(line.strip())
+        if line.startswith(("graded ", "failed ")):
+            last_graded = time.monotonic() - started
     process.wait()
     sampler.stopped.set()
+    wall = time.monotonic() - started
     last = next((line for line in reversed(lines) if line), "")
-    return time.monotonic() - started, last.split(" -> ")[0], sampler.peak
+    return wall, last.split(" -> ")[0], sampler.peak, wall - last_graded if last_graded else 0.0
 
 
 def stable(value):
@@ -251,10 +256,10 @@ def main() -> None:
         scratch = Path(scratch_name)
         export, out = make_class(args.size, scratch, args.whole), scratch / "out"
         extra = ["--tasks-per-gpu", str(args.tasks_per_gpu)] if args.backend == "gpu" else []
-        wall, summary, peak_mb = run_batch(export, out, args.backend, extra)
+        wall, summary, peak_mb, after_s = run_batch(export, out, args.backend, extra)
         busy_s = gpu_busy_s(out)
         ratios = reference_ratios(export, out)
-        rerun, rerun_summary, _ = run_batch(export, out, args.backend, extra)
+        rerun, rerun_summary, _, _ = run_batch(export, out, args.backend, extra)
         different = differs_alone(export, out, args.sample, scratch) if args.sample else []
     each = "a kernel of every assignment each" if args.whole else "one kernel each, all nine assignments"
     gpu_rows = []
@@ -281,7 +286,8 @@ def main() -> None:
             "|---|---|",
             f"| submissions | {args.size} ({each}) |",
             f"| batch | {summary} |",
-            f"| wall time | {wall:.0f} s |",
+            f"| wall time | {wall:.0f} s, of which {after_s:.0f} s after the last grading (the class's "
+            "files, its reference ledger, the class report) |",
             f"| submissions per hour | {args.size / wall * 3600:.0f} |",
             *gpu_rows,
             f"| peak resident memory of all its processes (Ray's included) | {peak_mb:.0f} MB |",
