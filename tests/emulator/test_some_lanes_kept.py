@@ -52,7 +52,8 @@ BLOCKS = [(1, 100), (2, 96), (1, 256), (3, 48)]  # grid, block: partial warps, r
 def _draws(rng, block: int, launches: int) -> list[dict]:
     """Launches of one shape: windows at drawn places, some of one width and stride (one pattern
     at other lanes), some of the last launch's window again, at its stride (its pattern at the
-    same lanes) or another (the same lanes, another pattern)."""
+    same lanes) or another (the same lanes, another pattern). The last two are always the last
+    drawn window again and the same window one place on, so that both paths run whatever is drawn."""
     width, stride = int(rng.integers(1, block)), int(rng.choice([0, 1, 1, 2, 3]))
     draws: list[dict] = []
     for _ in range(launches):
@@ -63,7 +64,9 @@ def _draws(rng, block: int, launches: int) -> list[dict]:
             width, stride = int(rng.integers(1, block)), int(rng.choice([0, 1, 1, 2, 3]))
         start = int(rng.integers(0, block - width + 1))
         draws.append({"start": start, "width": width, "stride": stride, "shift": int(rng.integers(0, 40))})
-    return draws
+    last = draws[-1]
+    moved = (last["start"] + 1) % (block - last["width"] + 1)  # another place: width < block
+    return [*draws, dict(last), {**last, "start": moved}]
 
 
 def _launch(grid: int, block: int, drawn: dict, n: int):
