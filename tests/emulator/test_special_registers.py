@@ -183,9 +183,47 @@ extern "C" __global__ void indices(unsigned* o) {
 """
 
 
-@pytest.mark.parametrize(
-    "grid, block", [((3, 2, 2), (8, 4, 2)), ((2, 3, 5), (16, 2, 3)), ((4, 1, 1), (7, 5, 1))]
-)
+# Every third lane reads the y and z axes under a partial mask, one variable carrying each value
+# into the next (a register reused), the others writing nothing.
+MASKED = r"""
+extern "C" __global__ void masked(unsigned* o) {
+    unsigned block = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    unsigned thread = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+    unsigned* r = o + 6 * (block * blockDim.x * blockDim.y * blockDim.z + thread);
+    if (thread % 3 == 1) {
+        unsigned v = threadIdx.y;
+        r[1] = v;
+        v = threadIdx.z + 64 * v;
+        r[2] = v;
+        v = blockIdx.y + 64 * v;
+        r[4] = v;
+        r[5] = blockIdx.z + 64 * v;
+    }
+}
+"""
+
+SHAPES = [((3, 2, 2), (8, 4, 2)), ((2, 3, 5), (16, 2, 3)), ((4, 1, 1), (7, 5, 1))]
+
+
+@pytest.mark.parametrize("grid, block", SHAPES)
+def test_indices_read_by_some_lanes_are_theirs_and_the_others_write_nothing(grid, block):
+    """The y and z axes read under a partial mask (every third lane, ragged blocks): each lane's
+    own, through a variable that carries one value into the next; the other lanes' words untouched."""
+    threads, blocks = int(np.prod(block)), int(np.prod(grid))
+    result = launch(MASKED, "masked", grid, block, [out("o", 6 * threads * blocks, np.uint32)])
+    table = result.outputs["o"].reshape(blocks, threads, 6).astype(np.int64)
+    tz, ty, _tx = np.unravel_index(np.arange(threads), block[::-1])
+    bz, by, _bx = np.unravel_index(np.arange(blocks), grid[::-1])
+    y, z = ty[None, :], tz[None, :]
+    expected = {1: y + 0 * by[:, None], 2: z + 64 * y, 4: by[:, None] + 64 * (z + 64 * y)}
+    expected[5] = bz[:, None] + 64 * expected[4]
+    on = np.arange(threads) % 3 == 1
+    for k, want in expected.items():
+        assert (table[:, on, k] == np.broadcast_to(want, (blocks, threads))[:, on] % 2**32).all(), k
+    assert (table[:, ~on] == 2**32 - 1).all() and (table[:, :, [0, 3]] == 2**32 - 1).all()
+
+
+@pytest.mark.parametrize("grid, block", SHAPES)
 def test_thread_and_block_indices_are_each_axis_of_their_linear_index(grid, block):
     """``special.dim_of`` works out one axis of a lane's thread or block: every axis of every lane
     of three-dimensional shapes, against numpy's own unravelling of the linear indices."""
