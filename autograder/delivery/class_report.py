@@ -128,8 +128,7 @@ def _draw_pages(graded: Class, out: Path, names: list[str], logs: dict[str, str 
         return
     spawn = multiprocessing.get_context("spawn")  # no fork of a process that may run Ray's threads
     with ProcessPoolExecutor(workers, spawn, initializer=_Drawer.start, initargs=(graded, out, logs)) as pool:
-        for _ in pool.map(_Drawer.draw_in_worker, [names[k::workers] for k in range(workers)]):
-            pass
+        list(pool.map(_Drawer.draw_in_worker, [names[k::workers] for k in range(workers)]))  # raises theirs
 
 
 def _cores() -> int:
