@@ -21,10 +21,16 @@ times (the events' resolution as the launches show it: a median moves by no less
 (``--out``) adds each session's 10th, 50th and 90th percentile of single launches. Results:
 ``bench/results/timing-spread.md``.
 
+``--samples`` keeps every timed launch's milliseconds in the JSON, each kernel's in launch order
+(a round's pairs run in ``gpu_timing._Session._order``'s order).
+
 ``--passes 1,16`` adds reading-mode rows whose timed rounds may make up to 16 passes over the
-input sets (``TimingRequest.max_passes``; grading asks 1).
+input sets (``TimingRequest.max_passes``; grading asks 1); ``--min-repeats 15`` adds reading-mode
+rows that may stop after 15 launches of each kernel (``TimingRequest.min_repeats``; grading asks
+30), the stop rule otherwise the same.
 
     python3 bench/timing_spread.py [--assignments transpose,reduction] [--sessions 5] [--passes 1,16]
+        [--min-repeats 15] [--samples]
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from autograder.backends.gpu import GpuBackend  # noqa: E402
 from autograder.backends.gpu_timing import _Session, clocks  # noqa: E402
+from autograder.contract import TimingRequest  # noqa: E402
 from autograder.course.cases import timing_requests  # noqa: E402
 from autograder.course.spec import load_specs  # noqa: E402
 
@@ -62,11 +69,17 @@ class Restoring(_Session):
 PROTOCOLS = {"reading": _Session, "restoring": Restoring}
 
 
-def protocols(passes: list[int]) -> list[tuple[str, type[_Session], int]]:
-    """(name, session class, a round's most passes): both modes at one pass a round (what
-    grading asks), and reading at each larger number of passes asked for (``--passes``)."""
-    more = [("reading", _Session, p) for p in passes if p > 1]
-    return [(rule, protocol, 1) for rule, protocol in PROTOCOLS.items()] + more
+def protocols(passes: list[int], minimums: list[int]) -> list[tuple[str, type[_Session], dict]]:
+    """(name, session class, what it changes in the request): both modes as grading asks them,
+    reading with each larger number of passes a round (``--passes``), and reading with each other
+    least number of launches (``--min-repeats``)."""
+    more = [(f"reading, up to {p} passes a round", _Session, {"max_passes": p}) for p in passes if p > 1]
+    fewer = [
+        (f"reading, at least {m} launches", _Session, {"min_repeats": m})
+        for m in minimums
+        if m != TimingRequest.min_repeats
+    ]
+    return [(rule, protocol, {}) for rule, protocol in PROTOCOLS.items()] + more + fewer
 
 
 def session_samples(
@@ -105,16 +118,24 @@ def spread(values: list[float]) -> float:
     return float((max(values) - min(values)) / np.median(values)) if values else float("nan")
 
 
-def case_rows(backend: GpuBackend, name: str, spec, sessions: int, passes: list[int]) -> list[dict]:
+def case_rows(
+    backend: GpuBackend,
+    name: str,
+    spec,
+    sessions: int,
+    passes: list[int],
+    minimums: list[int],
+    keep_samples: bool = False,
+) -> list[dict]:
     source = (ROOT / "reference" / f"{name}.cu").read_text()
     sources = dict.fromkeys(("student", "reference"), source)
     rows = []
     for request in timing_requests(spec, sources, "perf", secret=2027, time_limit_s=60):
-        for rule, protocol, most in protocols(passes):
+        for rule, protocol, changes in protocols(passes, minimums):
             runs = []
             for _ in range(sessions):
                 seen = clocks(backend)
-                asked = dataclasses.replace(request, max_passes=most)
+                asked = dataclasses.replace(request, **changes)
                 samples, seconds = session_samples(backend, asked, protocol)
                 all_launches = np.asarray(samples["student"] + samples["reference"])
                 runs.append(
@@ -125,11 +146,11 @@ def case_rows(backend: GpuBackend, name: str, spec, sessions: int, passes: list[
                         "ms": float(np.median(all_launches)),
                         "p10_p50_p90": [float(x) for x in np.percentile(all_launches, [10, 50, 90])],
                         "step_us": step_us(all_launches),
+                        **({"samples": samples} if keep_samples else {}),
                         "sm_mhz": seen.get("sm_mhz"),
                         "power_w": seen.get("power_w"),
                     }
                 )
-            rule = rule if most == 1 else f"{rule}, up to {most} passes a round"
             row = {"assignment": name, "case": dict(request.case), "rule": rule, "runs": runs}
             for estimator in ("medians", "paired"):
                 row[f"{estimator}_spread"] = spread([r[estimator] for r in runs])
@@ -163,6 +184,12 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None, help="JSON of every session")
     parser.add_argument(
+        "--min-repeats", default="", help="comma-separated: least launches of each kernel, reading mode"
+    )
+    parser.add_argument(
+        "--samples", action="store_true", help="keep every launch's time, in launch order, in the JSON"
+    )
+    parser.add_argument(
         "--passes", default="1", help="comma-separated: a timed round's most passes, reading mode (1 always)"
     )
     args = parser.parse_args()
@@ -178,9 +205,9 @@ def main() -> None:
     rows = []
     try:
         for name in args.assignments.split(","):
-            rows += case_rows(
-                backend, name, specs[name], args.sessions, [int(p) for p in args.passes.split(",")]
-            )
+            passes = [int(p) for p in args.passes.split(",")]
+            minimums = [int(m) for m in args.min_repeats.split(",") if m]
+            rows += case_rows(backend, name, specs[name], args.sessions, passes, minimums, args.samples)
     finally:
         backend.close()
     print(f"{time.monotonic() - started:.0f} s")
