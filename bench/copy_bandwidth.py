@@ -9,8 +9,10 @@ buffers of its own. This measures, for one ``--mib`` array, best of ``--repeats`
 - ``shared``: the same from an array in a shared-memory file mapped with ``MAP_POPULATE``, as a
   grading's worker receives its arrays (``backends/worker.receive``);
 - ``pinned``: from page-locked memory (``pagelocked_empty``): the copy engine's own rate;
-- ``registered``: the shared array page-locked in place (``register_host_memory``), copied, and
+- ``registered``: the shared array page-locked in place (``cuMemHostRegister``), copied, and
   unregistered, all three timed;
+- ``copied into page-locked``: the shared array copied on the host into page-locked memory, then
+  to the device (and, apart, what allocating that much page-locked memory costs);
 - ``staged``: the shared array copied through two page-locked buffers of ``--stage-mib``, a host
   copy into one while the device reads the other;
 - ``dtoh heap`` and ``dtoh pinned``: the way back.
@@ -75,10 +77,25 @@ def staged(cuda, device, host: np.ndarray, stages: list, streams: list) -> None:
         done[which] = cuda.Event().record(streams[which])
 
 
-def registered(cuda, device, host: np.ndarray) -> None:
-    locked = cuda.register_host_memory(host)
+def registered(cuda, device, host: np.ndarray, copy: bool = True) -> None:
+    """``host`` page-locked where it lies (cuMemHostRegister through cuda-bindings: PyCUDA's
+    ``register_host_memory`` fails under numpy 2, setting its result's base twice), copied,
+    unregistered."""
+    from cuda.bindings import driver
+
+    address = host.__array_interface__["data"][0]
+    (error,) = driver.cuMemHostRegister(address, host.nbytes, driver.CU_MEMHOSTREGISTER_PORTABLE)
+    assert error == driver.CUresult.CUDA_SUCCESS, error
+    if copy:
+        cuda.memcpy_htod(device, host)
+    (error,) = driver.cuMemHostUnregister(address)
+    assert error == driver.CUresult.CUDA_SUCCESS, error
+
+
+def copied_in(cuda, device, host: np.ndarray, locked: np.ndarray) -> None:
+    """``host`` copied on the host into page-locked memory, then to the device."""
+    np.copyto(locked, host)
     cuda.memcpy_htod(device, locked)
-    locked.base.unregister()
 
 
 def main() -> None:
@@ -106,6 +123,9 @@ def main() -> None:
             "shared": lambda: cuda.memcpy_htod(device, shared),
             "pinned": lambda: cuda.memcpy_htod(device, pinned),
             "registered": lambda: registered(cuda, device, shared),
+            "registering and unregistering alone": lambda: registered(cuda, device, shared, copy=False),
+            "copied into page-locked": lambda: copied_in(cuda, device, shared, pinned),
+            "page-locked allocation alone": lambda: cuda.pagelocked_empty(nbytes, np.uint8),
             f"staged ({args.stage_mib} MiB x 2)": lambda: staged(cuda, device, shared, stages, streams),
             "dtoh heap": lambda: cuda.memcpy_dtoh(back, device),
             "dtoh pinned": lambda: cuda.memcpy_dtoh(pinned, device),
