@@ -17,8 +17,9 @@ Failures the kernel causes are exceptions derived from :class:`BackendError`; th
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -283,6 +284,13 @@ class Backend(ABC):
     def time(self, request: TimingRequest) -> Timing:
         """Time the student's kernel against the reference, interleaved (only where ``measures_time``)."""
         raise Unsupported(f"the {self.name} backend cannot time kernels: timing needs a GPU")
+
+    @contextlib.contextmanager
+    def prepared(self, argument: Launch | TimingRequest) -> Iterator[None]:  # optional hook
+        """Host work a call on ``argument`` needs, done before the call asks for the device and
+        undone after it (a worker does it before the GPU's lock is taken: ``worker.serve``): none
+        here; the GPU backend page-locks large arrays (``backends/pinned.py``)."""
+        yield
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release devices, worker processes and caches."""

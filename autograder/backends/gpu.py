@@ -38,11 +38,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
 from autograder.backends.compiler import compile_cubin
 from autograder.backends.gpu_timing import time_case
+from autograder.backends.pinned import large_arrays, lock_pages, unlock_pages
 from autograder.contract import (
     UNDEFINED_BYTE,
     Backend,
@@ -153,6 +155,24 @@ class GpuBackend(Backend):
         for launch in request.student:
             refuse_cooperative(launch)
         return time_case(self, request)
+
+    @contextlib.contextmanager
+    def prepared(self, argument: Launch | TimingRequest) -> Iterator[None]:
+        """The call's large arrays page-locked where they lie (``pinned.py``), so that its copies,
+        made while it holds the GPU, run at the copy engine's rate; unlocked after the call, unless
+        the call spoiled CUDA (the process then goes, and its locks with it)."""
+        arrays = large_arrays(argument)
+        if not arrays or self._failure is not None:
+            yield
+            return
+        with self.active():
+            locked = lock_pages(arrays)
+        try:
+            yield
+        finally:
+            if self._failure is None:
+                with self.active():
+                    unlock_pages(locked)
 
     def close(self) -> None:
         if self._context is None:

@@ -9,8 +9,10 @@ dies (segfault, ``os._exit``, memory) becomes :class:`LaunchFailure`, and the ne
 starts a fresh worker. Start-up time (imports, a CUDA context) is not charged
 to the kernel: the worker reports ready before the first call is timed. A GPU worker's launches
 and timings hold its GPU's lock (``gpu_lock``: a timing has the GPU alone, launches of tasks
-sharing a device run side by side) from the moment their arguments are in the worker until their
-answer is ready, and the call's time limit starts once the lock is held.
+sharing a device run side by side) from the moment their arguments are in the worker, their host
+memory prepared (``Backend.prepared``: page-locked, so that the copies under the lock run at the
+copy engine's rate), until their answer is ready, and the call's time limit starts once the lock
+is held.
 
 Large arrays do not travel through the socket: a message's buffers of ``SHARED_BYTES`` or more
 (the inputs and outputs of a 2**26-element case, a timing request's input sets) are pickled out
@@ -73,7 +75,8 @@ from autograder.errors import AutograderError
 NOTHING = Capabilities()
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # where ``autograder`` imports from
 SHARED_BYTES = 1 << 20  # buffers from this size travel in shared memory, not through the socket
-GO = b"G"  # after a call that runs kernels on a GPU: the grader holds the GPU's lock now
+READY = b"R"  # a call that runs kernels on a GPU: the worker has it, its host memory prepared
+GO = b"G"  # after READY: the grader holds the GPU's lock now
 _ALIGN = 4096  # each buffer's offset in the shared file: page-aligned arrays
 
 
@@ -134,14 +137,18 @@ class WorkerBackend(Backend):
     def _call(self, method: str, argument, limit_s: float, device: Path | None = None, alone: bool = True):
         """``method(argument)`` in the worker, its answer awaited ``limit_s``. With ``device`` (a
         GPU's lock, ``gpu_lock``) the call runs kernels: the worker receives it (its arrays moved
-        into shared memory, mapped) first, then waits for the go, which is given once the GPU is
-        this process's (``alone``, or shared with other launches); the limit starts there, so the
-        wait for the GPU is never charged."""
+        into shared memory, mapped), prepares its host memory (``Backend.prepared``: the GPU's
+        page-locks large arrays) and says READY; only then does the grader ask for the GPU, and
+        once it is this process's (``alone``, or shared with other launches) it gives the go; the
+        limit starts there, so neither the preparing nor the wait for the GPU is charged."""
         self._ensure_started()
         conn = self._conn
         assert conn is not None  # _ensure_started started it
         try:
             send(conn, (method, argument, device is not None))
+            if device and not _ready(conn, limit_s):
+                self._stop()
+                raise WorkerError(f"the {self.name} worker did not take a {method} call within {limit_s:g} s")
             with gpu_lock.held(device, alone) if device else contextlib.nullcontext():
                 if device:
                     conn.send_bytes(GO)
@@ -242,6 +249,17 @@ def _readable(conn: Connection, limit_s: float) -> bool:
     return bool(poller.poll(max(0, math.ceil(limit_s * 1000))))
 
 
+def _ready(conn: Connection, limit_s: float) -> bool:
+    """Whether the worker said READY within ``limit_s``: it has the call and has prepared its
+    host memory (``Backend.prepared``); EOFError if it died meanwhile."""
+    if not _readable(conn, limit_s):
+        return False
+    said = conn.recv_bytes()
+    if said != READY:
+        raise OSError(f"the worker said {said[:16]!r} where it should have said it was ready")
+    return True
+
+
 def _timeout(method: str, limit_s: float) -> BackendError:
     if method == "compile":
         return CompileError(f"compilation did not finish within {limit_s:g} s")
@@ -269,12 +287,14 @@ def serve(fd: int) -> None:
     with contextlib.suppress(EOFError):  # the grader went away
         while (message := receive(conn)) is not None:
             method, argument, gated = message
-            if gated:
-                conn.recv_bytes()  # the go: the grader holds the GPU now
-            try:
-                send(conn, ("ok", getattr(backend, method)(argument)))
-            except Exception as e:  # everything goes back to the grader (an unpicklable answer too)
-                send(conn, _pack_error(e))
+            with backend.prepared(argument) if gated else contextlib.nullcontext():
+                if gated:
+                    conn.send_bytes(READY)
+                    conn.recv_bytes()  # the go: the grader holds the GPU now
+                try:
+                    send(conn, ("ok", getattr(backend, method)(argument)))
+                except Exception as e:  # everything goes back to the grader (an unpicklable answer too)
+                    send(conn, _pack_error(e))
             del message, argument  # the request's shared memory goes once it is answered
     backend.close()
     gc.freeze()  # the full collections of its exit pass over nothing it built (the docstring)

@@ -2,6 +2,7 @@
 launches of tasks sharing a device run side by side, and waiting for the device never counts
 against a call's time limit."""
 
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -166,3 +167,60 @@ def test_a_launchs_arrays_reach_its_worker_while_another_task_holds_the_gpu(monk
         thread.join()
     finally:
         worker.close()
+
+
+class Preparer(FakeBackend):
+    """A GPU stand-in whose calls take 0.4 s to prepare their host memory, as page-locking a large
+    case's arrays does (``Backend.prepared``); a launch's ``x[2:4]`` say when that began and ended."""
+
+    @contextlib.contextmanager
+    def prepared(self, argument):
+        began = time.monotonic()
+        time.sleep(0.4)
+        self.readied = (began, time.monotonic())
+        yield
+        del self.readied  # nothing is left prepared after the call
+
+    def launch(self, launch: Launch):
+        result = super().launch(launch)
+        result.outputs["x"][2:4] = self.readied
+        return result
+
+
+def prepared_launch(limit_s: float) -> Launch:
+    args = (Buffer("x", np.zeros(4, np.float64), is_output=True), Scalar("n", 2))
+    return Launch(Program(BUSY, "k.cu", "k"), (1, 1, 1), (1, 1, 1), args, time_limit_s=limit_s)
+
+
+def test_a_call_is_prepared_before_the_gpu_is_asked_for_and_that_is_not_charged(monkeypatch, tmp_path):
+    """Preparing (0.4 s) and the kernel (0.4 s) against a limit of 0.7 s: the limit starts at the go,
+    after the worker said it was ready; and the kernel runs after its call was prepared."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    worker = WorkerBackend(Preparer, "gpu", ON_GPU, compile_s=10)
+    try:
+        started, ended, readying, readied = worker.launch(prepared_launch(limit_s=0.7)).outputs["x"]
+    finally:
+        worker.close()
+    assert readying < readied <= started < ended
+
+
+def test_the_gpu_is_free_for_others_while_a_call_is_prepared(monkeypatch, tmp_path):
+    """A timing asking for the GPU while another task's worker prepares its launch gets it at once:
+    the launch's grader asks for the GPU only once its worker is ready."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    worker = WorkerBackend(Preparer, "gpu", ON_GPU, compile_s=10)
+    answers = []
+    try:
+        worker._ensure_started()
+        thread = threading.Thread(target=lambda: answers.append(worker.launch(prepared_launch(limit_s=5))))
+        thread.start()
+        time.sleep(0.1)  # the worker is preparing
+        with gpu_lock.held(gpu_lock.lock_path()):  # another task's timing
+            had_it_at = time.monotonic()
+            time.sleep(0.1)
+        thread.join()
+    finally:
+        worker.close()
+    started, _ended, _readying, readied = answers[0].outputs["x"]
+    assert had_it_at < readied < started
