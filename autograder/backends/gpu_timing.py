@@ -40,9 +40,10 @@ The protocol (``docs/performance.md``; the measurement principles in ``docs/gpu-
 - the host waits for the GPU once a round, to read its counts and apply the stop rule, and the
   GPU idles meanwhile (for the reduction, 0.8 ms a round of six launches). A request's
   ``max_passes`` above 1 lets a timed round make as many passes over the input sets as fill
-  about ``ROUND_S`` of the last round's time; grading asks one pass a round until that mode is
-  proven on the H200 (``docs/known-gaps.md``: 16 passes halved the reduction's session but its
-  self-ratio read 0.99 when every round began with the same kernel). Within a round each
+  about ``ROUND_S`` of the last round's time; grading asks one pass a round: with 16 the
+  reduction's session took 0.21 s instead of 0.51 but its self-ratio spread 0.33 % over three
+  sessions, launches back to back settling the stop rule before their medians agree
+  (``bench/results/timing-spread.md``). Within a round each
   kernel goes first on every other pair, and the first pair of each round (the launch after
   the host's wait) alternates between rounds.
 

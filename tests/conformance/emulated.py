@@ -8,7 +8,7 @@ from autograder.backends.compiler import compile_ptx
 from autograder.contract import Buffer, Launch, Program
 from autograder.emulator import emulate
 
-from .suite import Case, Module, initial
+from .suite import Case, Module, dims, initial
 
 
 def program(module: Module, kernel: str) -> Program:
@@ -23,8 +23,6 @@ def module_ptx(module: Module) -> str:
 def run(module: Module, case: Case, ptx: str) -> dict[str, np.ndarray]:
     args = tuple(Buffer(name, array) for name, array in case.inputs)
     args += tuple(Buffer(o.name, initial(case, o), True) for o in case.outputs)
-    launch = Launch(
-        program(module, case.kernel), (case.grid, 1, 1), (case.block, 1, 1), args, case.shared_bytes
-    )
+    launch = Launch(program(module, case.kernel), dims(case.grid), dims(case.block), args, case.shared_bytes)
     result = emulate(ptx, case.kernel, launch)
     return {o.name: result.outputs[o.name] for o in case.outputs}

@@ -47,6 +47,8 @@ def run(folder: Path, out: Path) -> None:
     """On the GPU: every case launched once from its cubin, outputs saved per module."""
     import cupy
 
+    from .suite import dims
+
     out.mkdir(parents=True, exist_ok=True)
     for entry in json.loads((folder / "manifest.json").read_text()):
         module = cupy.RawModule(path=str(folder / f"{entry['module']}.cubin"))
@@ -58,7 +60,8 @@ def run(folder: Path, out: Path) -> None:
             outputs = [
                 cupy.asarray(stored[f"{case['name']}|{name}"]) for name, _dtype, _size in case["outputs"]
             ]
-            function((case["grid"],), (case["block"],), (*arrays, *outputs), shared_mem=case["shared_bytes"])
+            grid, block = dims(case["grid"]), dims(case["block"])  # JSON gives lists
+            function(grid, block, (*arrays, *outputs), shared_mem=case["shared_bytes"])
             cupy.cuda.runtime.deviceSynchronize()
             for (name, _dtype, _size), array in zip(case["outputs"], outputs, strict=True):
                 results[f"{case['name']}|{name}"] = cupy.asnumpy(array)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import alu, atomics, kernels, programs, tiles, warps
+from . import alu, atomics, geometry, kernels, programs, tiles, warps
 from .operands import DTYPES, lanes
 
 SEED = 20261202  # the suite's inputs; golden/ holds the H200's outputs for them
@@ -38,8 +38,8 @@ class Output:
 class Case:
     name: str  # unique in the suite: "<instruction or program>/<way>"
     kernel: str
-    grid: int
-    block: int
+    grid: int | tuple[int, int, int]  # blocks along x (or x, y, z)
+    block: int | tuple[int, int, int]  # threads along x (or x, y, z)
     inputs: tuple[tuple[str, np.ndarray], ...]  # in argument order, before the outputs
     outputs: tuple[Output, ...]
     tolerance: str = ""  # an approximate instruction's allowance (``within``)
@@ -64,6 +64,11 @@ class Module:
             ):
                 h.update(name.encode() + array.dtype.str.encode() + np.ascontiguousarray(array).tobytes())
         return h.hexdigest()
+
+
+def dims(extent: int | tuple[int, int, int]) -> tuple[int, int, int]:
+    """A case's grid or block as (x, y, z)."""
+    return (extent, 1, 1) if isinstance(extent, int) else tuple(extent)
 
 
 def initial(case: Case, output: Output) -> np.ndarray:
@@ -324,6 +329,22 @@ def tile_module(seed: int) -> Module:
     return Module("tiles", tiles.SOURCE, cases)
 
 
+def geometry_module(seed: int) -> Module:
+    rng = np.random.default_rng(seed)
+    cases = []
+    for grid, block in geometry.SHAPES:
+        n = geometry.threads(grid, block)
+        for how in geometry.MASKS:
+            outputs = (
+                Output("registers", "<u4", n * len(geometry.REGISTERS)),
+                Output("carried", "<u4", n),
+                Output("exchanged", "<u4", n),
+            )
+            on = ("on", geometry.mask(how, n, rng))
+            cases.append(Case(f"geometry {grid}x{block}/{how}", "geometry", grid, block, (on,), outputs))
+    return Module("geometry", geometry.SOURCE, tuple(cases))
+
+
 def all_modules(seed: int = SEED) -> list[Module]:
     return [
         *instruction_modules(seed),
@@ -331,4 +352,5 @@ def all_modules(seed: int = SEED) -> list[Module]:
         atomic_module(seed + 2),
         *program_modules(seed + 3),
         tile_module(seed + 4),
+        geometry_module(seed + 5),
     ]
