@@ -165,13 +165,16 @@ class GpuBackend(Backend):
         if not arrays or self._failure is not None:
             yield
             return
-        with self.active():
-            locked = lock_pages(arrays)
+        try:
+            with self.active():
+                locked = lock_pages(arrays)
+        except Exception:  # only a speed-up: whatever fails here, the copies run from pageable memory
+            locked = []
         try:
             yield
         finally:
-            if self._failure is None:
-                with self.active():
+            if self._failure is None and locked:
+                with contextlib.suppress(Exception), self.active():  # as above: never the call's failure
                     unlock_pages(locked)
 
     def close(self) -> None:

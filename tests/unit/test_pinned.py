@@ -30,3 +30,23 @@ def test_ranges_cover_whole_pages_and_merge_where_arrays_share_one():
     three = memory[at + 3 * PAGE : at + 3 * PAGE + 100]  # page 3, its start
     empty = memory[at:at]
     assert page_ranges([three, one, two, empty], PAGE) == [(first, 2 * PAGE), (first + 3 * PAGE, PAGE)]
+
+
+def test_a_failure_to_lock_leaves_the_call_to_run_unlocked(monkeypatch):
+    """Page-locking is only a speed-up: a GPU backend whose locking fails (no driver bindings, a
+    refused range) still runs the call, its copies from pageable memory."""
+    import contextlib
+
+    from autograder.backends import gpu
+
+    def refuse(arrays):
+        raise RuntimeError("cuMemHostRegister is not there")
+
+    monkeypatch.setattr(gpu, "lock_pages", refuse)
+    backend = object.__new__(gpu.GpuBackend)  # no PyCUDA here: only what prepared() reads
+    backend._failure = None
+    backend.active = contextlib.nullcontext
+    ran = []
+    with backend.prepared(launch(LOCK_BYTES)):
+        ran.append(True)
+    assert ran == [True]
