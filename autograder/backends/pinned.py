@@ -28,10 +28,15 @@ LOCK_BYTES = 16 << 20  # smaller arrays copy in about a millisecond pageable: no
 
 
 def large_arrays(argument) -> list[np.ndarray]:
-    """The host arrays of a launch or a timing request worth locking."""
+    """The host arrays of a launch or a timing request worth locking: contiguous ones (what the
+    copies read; another is copied into a contiguous one first) of ``LOCK_BYTES`` or more."""
     launches = argument.student if isinstance(argument, TimingRequest) else (argument,)
     buffers = [a for launch in launches if isinstance(launch, Launch) for a in launch.args]
-    return [b.data for b in buffers if isinstance(b, Buffer) and b.data.nbytes >= LOCK_BYTES]
+    return [
+        b.data
+        for b in buffers
+        if isinstance(b, Buffer) and b.data.nbytes >= LOCK_BYTES and b.data.flags.c_contiguous
+    ]
 
 
 def page_ranges(arrays: Iterable[np.ndarray], page: int = mmap.PAGESIZE) -> list[tuple[int, int]]:

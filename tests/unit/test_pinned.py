@@ -18,6 +18,10 @@ def test_only_arrays_of_a_lock_worth_are_locked_from_launches_and_timing_request
     assert [a.nbytes for a in large_arrays(launch(small, large))] == [large]
     request = TimingRequest((launch(large), launch(small, large)), Program("", "k.cu", "k"), {}, 0.0, 0.0)
     assert [a.nbytes for a in large_arrays(request)] == [large, large]
+    strided = Launch(
+        Program("", "k.cu", "k"), (1, 1, 1), (1, 1, 1), (Buffer("x", np.zeros(2 * large, np.uint8)[::2]),)
+    )
+    assert large_arrays(strided) == []  # its bytes do not lie in one range
 
 
 def test_ranges_cover_whole_pages_and_merge_where_arrays_share_one():
