@@ -289,7 +289,8 @@ class Backend(ABC):
     def prepared(self, argument: Launch | TimingRequest) -> Iterator[None]:  # optional hook
         """Host work a call on ``argument`` needs, done before the call asks for the device and
         undone after it (a worker does it before the GPU's lock is taken: ``worker.serve``): none
-        here; the GPU backend page-locks large arrays (``backends/pinned.py``)."""
+        here; the GPU backend page-locks large arrays (``backends/pinned.py``). It must not raise:
+        what it cannot do, the call does without."""
         yield
 
     def close(self) -> None:  # noqa: B027 - optional hook
