@@ -9,8 +9,8 @@ buffers of its own. This measures, for one ``--mib`` array, best of ``--repeats`
 - ``shared``: the same from an array in a shared-memory file mapped with ``MAP_POPULATE``, as a
   grading's worker receives its arrays (``backends/worker.receive``);
 - ``pinned``: from page-locked memory (``pagelocked_empty``): the copy engine's own rate;
-- ``registered``: the shared array page-locked in place (``cuMemHostRegister``), copied, and
-  unregistered, all three timed;
+- ``registered``: the shared array page-locked in place as a grading's worker locks it
+  (``backends/pinned.py``), copied, and unlocked, all three timed;
 - ``copied into page-locked``: the shared array copied on the host into page-locked memory, then
   to the device (and, apart, what allocating that much page-locked memory costs);
 - ``staged``: the shared array copied through two page-locked buffers of ``--stage-mib``, a host
@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autograder.backends.gpu import GpuBackend  # noqa: E402
+from autograder.backends.pinned import lock_pages, unlock_pages  # noqa: E402
 
 
 def shared_array(nbytes: int) -> np.ndarray:
@@ -78,18 +79,13 @@ def staged(cuda, device, host: np.ndarray, stages: list, streams: list) -> None:
 
 
 def registered(cuda, device, host: np.ndarray, copy: bool = True) -> None:
-    """``host`` page-locked where it lies (cuMemHostRegister through cuda-bindings: PyCUDA's
-    ``register_host_memory`` fails under numpy 2, setting its result's base twice), copied,
-    unregistered."""
-    from cuda.bindings import driver
-
-    address = host.__array_interface__["data"][0]
-    (error,) = driver.cuMemHostRegister(address, host.nbytes, driver.CU_MEMHOSTREGISTER_PORTABLE)
-    assert error == driver.CUresult.CUDA_SUCCESS, error
+    """``host`` page-locked where it lies as a grading's worker locks it (``pinned.lock_pages``),
+    copied, unlocked."""
+    locked = lock_pages([host])
+    assert locked, "the driver refused to lock the array"
     if copy:
         cuda.memcpy_htod(device, host)
-    (error,) = driver.cuMemHostUnregister(address)
-    assert error == driver.CUresult.CUDA_SUCCESS, error
+    unlock_pages(locked)
 
 
 def copied_in(cuda, device, host: np.ndarray, locked: np.ndarray) -> None:

@@ -9,10 +9,12 @@ a fifth of the GPU's time in a batch. Page-locking the arrays in place (``cuMemH
 before it asks for the GPU (``worker.serve``, ``Backend.prepared``), and the copies under the
 lock then run at the copy engine's rate.
 
-It is only a speed-up: a range the driver refuses (memory it cannot lock, a range already
-locked) is copied as before, and nothing here changes a copy's bytes. The arrays are a message's
-buffers, which the worker maps page-aligned (``worker._offsets``); an array elsewhere is locked
-over the whole pages it touches, ranges that share a page merged into one.
+The driver is called through cuda-bindings: PyCUDA's ``register_host_memory`` fails under numpy 2
+(it sets its result's base twice). It is only a speed-up: a range the driver refuses (memory it
+cannot lock, a range already locked) is copied as before, and nothing here changes a copy's
+bytes. The arrays are a message's buffers, which the worker maps page-aligned
+(``worker._offsets``); an array elsewhere is locked over the whole pages it touches, ranges that
+share a page merged into one.
 """
 
 from __future__ import annotations
