@@ -47,10 +47,7 @@ def _reader(register: str) -> str:
     )
 
 
-SOURCE = "\n".join(
-    [
-        *(_reader(r) for r in REGISTERS),
-        r"""
+KERNEL = r"""
 extern "C" __global__ void geometry(const unsigned* on, unsigned* registers, unsigned* carried,
                                     unsigned* exchanged)
 {
@@ -63,12 +60,8 @@ extern "C" __global__ void geometry(const unsigned* on, unsigned* registers, uns
     __syncthreads();
     exchanged[i] = s[(thread + 7u) % per_block];
     if (on[i]) {
-        unsigned* mine = registers + """
-        + str(len(REGISTERS))
-        + r""" * i;
-"""
-        + "\n".join(f"        mine[{k}] = read_{r.replace('.', '_')}();" for k, r in enumerate(REGISTERS))
-        + r"""
+        unsigned* mine = registers + COUNT * i;
+STORES
         unsigned v = read_tid_z();
         v = v * 31u + read_tid_y();
         v = v * 31u + read_tid_x();
@@ -78,8 +71,12 @@ extern "C" __global__ void geometry(const unsigned* on, unsigned* registers, uns
         carried[i] = v;
     }
 }
-""",
-    ]
+"""
+STORES = "\n".join(f"        mine[{k}] = read_{r.replace('.', '_')}();" for k, r in enumerate(REGISTERS))
+SOURCE = (
+    "\n".join(_reader(r) for r in REGISTERS)
+    + "\n"
+    + KERNEL.replace("COUNT", str(len(REGISTERS))).replace("STORES", STORES)
 )
 
 
