@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import alu, atomics, geometry, kernels, programs, tiles, warps
+from . import addresses, alu, atomics, geometry, kernels, programs, tiles, warps
 from .operands import DTYPES, lanes
 
 SEED = 20261202  # the suite's inputs; golden/ holds the H200's outputs for them
@@ -345,6 +345,20 @@ def geometry_module(seed: int) -> Module:
     return Module("geometry", geometry.SOURCE, tuple(cases))
 
 
+def address_module(seed: int) -> Module:
+    rng = np.random.default_rng(seed)
+    cases = []
+    for blocks, threads in addresses.SHAPES:
+        n = blocks * threads
+        x = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+        for how in geometry.MASKS:
+            inputs = (("on", geometry.mask(how, n, rng)), ("x", x))
+            outputs = (Output("loaded", "<u4", n * addresses.LOADS), Output("stored", "<u4", n))
+            name = f"shared [%r+offset] {blocks}x{threads}/{how}"
+            cases.append(Case(name, "shared_offsets", blocks, threads, inputs, outputs))
+    return Module("addresses", addresses.SOURCE, tuple(cases))
+
+
 def all_modules(seed: int = SEED) -> list[Module]:
     return [
         *instruction_modules(seed),
@@ -353,4 +367,5 @@ def all_modules(seed: int = SEED) -> list[Module]:
         *program_modules(seed + 3),
         tile_module(seed + 4),
         geometry_module(seed + 5),
+        address_module(seed + 6),
     ]
