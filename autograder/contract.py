@@ -196,9 +196,9 @@ class TimingRequest:
     # an L2 flush before every launch; None: twice the device's L2 (on the H200, 120 MiB: the same
     # medians as 256 MiB, in 10-15 % less of a short kernel's session, bench/results/timing-spread.md)
     flush_bytes: int | None = None
-    # passes over the input sets a timed round may make (gpu_timing.ROUND_S); 1: with 16 the
-    # reduction's sessions spread 0.33 % on the H200 (bench/results/timing-spread.md)
-    max_passes: int = 1
+    # rounds queued on the GPU at a time (gpu_timing): 2, the next one running while the host judges
+    # one; 1, the GPU idle while it does (as until 2026-12-03)
+    rounds_in_flight: int = 2
 
     @property
     def limit_s(self) -> float:

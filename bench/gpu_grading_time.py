@@ -136,7 +136,7 @@ def profiled_make(name: str, stats_dir: str):
 
         timed(gpu.GpuBackend, "function", in_phase("w.nvrtc"))  # NVRTC, module load, cache hits
         timed(gpu_timing._Session, "__init__", "w.t.setup")
-        timed(gpu_timing._Session, "_round", "w.t.round")
+        timed(gpu_timing._Session, "_judge", "w.t.round")
         timed(gpu_timing, "clocks", "w.t.smi")
         original_time_case = gpu.time_case
 

@@ -24,12 +24,13 @@ times (the events' resolution as the launches show it: a median moves by no less
 ``--samples`` keeps every timed launch's milliseconds in the JSON, each kernel's in launch order
 (a round's pairs run in ``gpu_timing._Session._order``'s order).
 
-``--passes 1,16`` adds reading-mode rows whose timed rounds may make up to 16 passes over the
-input sets (``TimingRequest.max_passes``; grading asks 1); ``--min-repeats 15`` adds reading-mode
+``--in-flight 1`` adds reading-mode rows with one timed round queued on the GPU at a time, the
+host waiting for each before it queues the next (``TimingRequest.rounds_in_flight``; grading
+queues 2, as until 2026-12-03 it queued 1); ``--min-repeats 15`` adds reading-mode
 rows that may stop after 15 launches of each kernel (``TimingRequest.min_repeats``; grading asks
 30), the stop rule otherwise the same.
 
-    python3 bench/timing_spread.py [--assignments transpose,reduction] [--sessions 5] [--passes 1,16]
+    python3 bench/timing_spread.py [--assignments transpose,reduction] [--sessions 5] [--in-flight 1]
         [--min-repeats 15] [--samples]
 """
 
@@ -69,11 +70,15 @@ class Restoring(_Session):
 PROTOCOLS = {"reading": _Session, "restoring": Restoring}
 
 
-def protocols(passes: list[int], minimums: list[int]) -> list[tuple[str, type[_Session], dict]]:
+def protocols(in_flight: list[int], minimums: list[int]) -> list[tuple[str, type[_Session], dict]]:
     """(name, session class, what it changes in the request): both modes as grading asks them,
-    reading with each larger number of passes a round (``--passes``), and reading with each other
-    least number of launches (``--min-repeats``)."""
-    more = [(f"reading, up to {p} passes a round", _Session, {"max_passes": p}) for p in passes if p > 1]
+    reading with each other number of rounds in flight (``--in-flight``), and reading with each
+    other least number of launches (``--min-repeats``)."""
+    more = [
+        (f"reading, {k} in flight", _Session, {"rounds_in_flight": k})
+        for k in in_flight
+        if k != TimingRequest.rounds_in_flight
+    ]
     fewer = [
         (f"reading, at least {m} launches", _Session, {"min_repeats": m})
         for m in minimums
@@ -123,7 +128,7 @@ def case_rows(
     name: str,
     spec,
     sessions: int,
-    passes: list[int],
+    in_flight: list[int],
     minimums: list[int],
     keep_samples: bool = False,
 ) -> list[dict]:
@@ -131,7 +136,7 @@ def case_rows(
     sources = dict.fromkeys(("student", "reference"), source)
     rows = []
     for request in timing_requests(spec, sources, "perf", secret=2027, time_limit_s=60):
-        for rule, protocol, changes in protocols(passes, minimums):
+        for rule, protocol, changes in protocols(in_flight, minimums):
             runs = []
             for _ in range(sessions):
                 seen = clocks(backend)
@@ -190,7 +195,7 @@ def main() -> None:
         "--samples", action="store_true", help="keep every launch's time, in launch order, in the JSON"
     )
     parser.add_argument(
-        "--passes", default="1", help="comma-separated: a timed round's most passes, reading mode (1 always)"
+        "--in-flight", default="", help="comma-separated: timed rounds queued at a time, reading mode"
     )
     args = parser.parse_args()
     specs = load_specs(ROOT)
@@ -205,9 +210,9 @@ def main() -> None:
     rows = []
     try:
         for name in args.assignments.split(","):
-            passes = [int(p) for p in args.passes.split(",")]
+            in_flight = [int(k) for k in args.in_flight.split(",") if k]
             minimums = [int(m) for m in args.min_repeats.split(",") if m]
-            rows += case_rows(backend, name, specs[name], args.sessions, passes, minimums, args.samples)
+            rows += case_rows(backend, name, specs[name], args.sessions, in_flight, minimums, args.samples)
     finally:
         backend.close()
     print(f"{time.monotonic() - started:.0f} s")

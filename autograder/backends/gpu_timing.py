@@ -37,15 +37,13 @@ The protocol (``docs/performance.md``; the measurement principles in ``docs/gpu-
   themselves (a 73 µs reduction: 3 % from the 10th to the 90th percentile on the H200), so it
   needs hundreds of launches where a long one settles after the first 30
   (``bench/results/timing-spread.md``);
-- the host waits for the GPU once a round, to read its counts and apply the stop rule, and the
-  GPU idles meanwhile (for the reduction, 0.8 ms a round of six launches). A request's
-  ``max_passes`` above 1 lets a timed round make as many passes over the input sets as fill
-  about ``ROUND_S`` of the last round's time; grading asks one pass a round: with 16 the
-  reduction's session took 0.21 s instead of 0.51 but its self-ratio spread 0.33 % over three
-  sessions, launches back to back settling the stop rule before their medians agree
-  (``bench/results/timing-spread.md``). Within a round each
-  kernel goes first on every other pair, and the first pair of each round (the launch after
-  the host's wait) alternates between rounds.
+- a round is one pass over the input sets. The next round is queued on the GPU before the host
+  waits for this one (``rounds_in_flight``, 2 by default), so the GPU has work while the host
+  reads a round's counts and applies the stop rule (for the reduction, 0.8 ms of host a round of
+  six 64 µs launches, during which one round at a time left the GPU idle). The round in flight
+  when the rule is met is timed and kept, a round queued behind a wrong output is set aside
+  unjudged. Within a round each kernel goes first on every other pair, and the first pair of
+  each round alternates between rounds.
 
 The physical floor of a case (the least time any correct kernel needs) is the grading
 side's business (``performance.py``): it knows the work a case must do; this module only
@@ -54,6 +52,7 @@ measures. PyCUDA is imported by :class:`GpuBackend`; this module imports without
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import subprocess
@@ -113,8 +112,6 @@ extern "C" __global__ void read_flush(const uint4* p, unsigned long long n, unsi
 """
 FLUSH_PROGRAM = Program(FLUSH_SOURCE, "read_flush.cu", "read_flush")
 FLUSH_BLOCKS = 1024
-
-ROUND_S = 0.01  # a timed round's aim, when it may make several passes over the input sets
 
 
 def time_case(backend, request: TimingRequest) -> Timing:
@@ -244,6 +241,19 @@ def _first_word(data: np.ndarray) -> int | None:
     return int(raw[:4].view(np.uint32)[0]) if raw.size and raw.size % 4 == 0 else None
 
 
+class _Round:
+    """What a round of launches queued on the GPU needs of its own: events around each launch,
+    the device's counts of wrong outputs, their copy in page-locked host memory (so that the
+    copy queues behind the round instead of waiting for it), and the event that says it is there."""
+
+    def __init__(self, cuda, launches: int):
+        self.events = [(cuda.Event(), cuda.Event()) for _ in range(launches)]
+        self.bad = cuda.mem_alloc(4 * launches)
+        self.counts = cuda.pagelocked_empty(launches, np.uint32)
+        self.copied = cuda.Event()
+        self.slots: list[tuple[str, int, int]] = []  # who ran, on which set, its launch number
+
+
 class _Session:
     """The device state of one timing: kernels, input sets, flush, events.
 
@@ -277,11 +287,9 @@ class _Session:
         self.cuda.memset_d32_async(self.flush, 0x01010101, self.flush_bytes // 4, self.stream)
         self.flusher = backend.function(FLUSH_PROGRAM)
         self.sink = self.cuda.mem_alloc(4)
-        self.pairs = len(self.sets)  # pairs per pass: one over every input set
-        slots = 2 * self.pairs * request.max_passes  # launches of the longest round
-        self.bad = self.cuda.mem_alloc(4 * slots)
+        self.rounds = [_Round(self.cuda, 2 * len(self.sets)) for _ in range(request.rounds_in_flight)]
+        self.free_rounds = list(self.rounds)  # those not queued
         self.changed = self.cuda.mem_alloc(4)
-        self.events = [(self.cuda.Event(), self.cuda.Event()) for _ in range(slots)]
         self.launches = dict.fromkeys(WHO, 0)  # each kernel's launches so far, warm-up's too
         self.rounds_run = 0
         self.restoring = False  # a kernel changed its inputs: restore them before every launch
@@ -298,41 +306,49 @@ class _Session:
                 return samples, wrong
 
     def _timed_rounds(self) -> tuple[dict[str, list[float]], str | None]:
-        """A warm-up round of one pass, then timed rounds until settled or wrong, each of as
-        many passes as fill ``ROUND_S`` at the pace of the round before (up to ``max_passes``)."""
-        wrong = self._round({}, timed=False, passes=1)
+        """A warm-up round, then timed rounds until settled or wrong, ``rounds_in_flight`` of them
+        queued on the GPU at a time: the next ones run while the host judges the first."""
+        wrong = self._judge(self._queue(), {}, timed=False)
         samples: dict[str, list[float]] = {who: [] for who in WHO}
         started = time.monotonic()
-        passes = 1
-        while wrong is None and not self._done(samples, started):
-            began = time.perf_counter()
-            wrong = self._round(samples, timed=True, passes=passes)
-            passes = self._passes(passes, time.perf_counter() - began, len(samples["student"]))
+        queued: collections.deque[_Round] = collections.deque()
+        while wrong is None:
+            while len(queued) < self.request.rounds_in_flight and not self._done(samples, queued, started):
+                queued.append(self._queue())
+            if not queued:
+                break
+            wrong = self._judge(queued.popleft(), samples, timed=True, behind=queued)
         return samples, wrong
 
-    def _passes(self, last: int, last_s: float, repeats: int) -> int:
-        """The next round's passes: as many as fill ``ROUND_S`` at the last round's pace, at least
-        one, at most ``max_passes`` and no more than ``max_repeats`` leaves."""
-        most = self.request.max_passes
-        fill = int(last * ROUND_S / last_s) if last_s > 0 else most
-        left = -(-(self.request.max_repeats - repeats) // self.pairs)
-        return max(1, min(fill, most, left))
-
-    def _done(self, samples: dict[str, list[float]], started: float) -> bool:
+    def _done(self, samples: dict[str, list[float]], queued: Sequence[_Round], started: float) -> bool:
+        """No more rounds to queue: the launches timed and queued reach ``max_repeats``, the budget
+        is spent, or the ratio is settled on what was timed so far."""
         r = self.request
-        if len(samples["student"]) >= r.max_repeats or time.monotonic() - started > r.budget_s:
+        repeats = len(samples["student"]) + sum(len(q.slots) for q in queued) // 2
+        if repeats >= r.max_repeats or time.monotonic() - started > r.budget_s:
             return True
         return settled(samples["student"], samples["reference"], r.target_spread, r.min_repeats)
 
-    def _round(self, samples: dict[str, list[float]], timed: bool, passes: int) -> str | None:
-        """``passes`` passes over every input set, a pair of launches on each; checked on the
-        device.
+    def _judge(
+        self,
+        done: _Round,
+        samples: dict[str, list[float]],
+        timed: bool,
+        behind: collections.deque | None = None,
+    ) -> str | None:
+        """Wait for the round ``done``, check its counts, and add its launches' times to
+        ``samples`` when ``timed``; the sentence for the first wrong output, if any.
 
-        After a round with a wrong output the inputs are checked first: if a kernel changed
+        After a round with a wrong output, the rounds queued ``behind`` it are set aside unjudged
+        (they may have run on changed inputs) and the inputs are checked first: if a kernel changed
         them, the round runs again on restored inputs before anything is judged."""
-        slots, counts = self._run_round(passes)
-        if counts.any() and not self.restoring and self._inputs_changed():
-            slots, counts = self._run_round(passes)
+        slots, counts = self._wait(done)
+        if counts.any():
+            while behind:
+                self._wait(behind.popleft())
+            if not self.restoring and self._inputs_changed():
+                done = self._queue()
+                slots, counts = self._wait(done)
         for slot, (who, index, launch) in enumerate(slots):
             if counts[slot] and who == "reference":
                 raise ReferenceUnstableError(
@@ -342,34 +358,40 @@ class _Session:
             if counts[slot]:
                 return _wrong_sentence(launch, index, int(counts[slot]))
             if timed:
-                start, end = self.events[slot]
+                start, end = done.events[slot]
                 samples[who].append(start.time_till(end))
         return None
 
-    def _run_round(self, passes: int) -> tuple[list[tuple[str, int, int]], np.ndarray]:
-        """Launch a pair on every input set, ``passes`` times over: who ran, on which set, its
-        launch number; and each launch's count of wrong outputs."""
-        n = 2 * self.pairs * passes
-        self.cuda.memset_d32_async(self.bad, 0, n, self.stream)
-        slots: list[tuple[str, int, int]] = []
+    def _queue(self) -> _Round:
+        """Queue a pair of launches on every input set, each launch's check of its outputs, and
+        the copy of the round's counts to the host; the round, its slots (who ran, on which set,
+        its launch number) filled in."""
+        done = self.free_rounds.pop()
+        self.cuda.memset_d32_async(done.bad, 0, len(done.events), self.stream)
+        done.slots = []
         self.rounds_run += 1
-        for pair, (index, input_set) in enumerate([*enumerate(self.sets)] * passes):
-            for who in self._order(pair):
-                slot = len(slots)
-                start, end = self.events[slot]
-                self._launch(who, input_set, (start, end))
-                self._count_mismatches(input_set, slot)
+        for index, input_set in enumerate(self.sets):
+            for who in self._order(index):
+                slot = len(done.slots)
+                self._launch(who, input_set, done.events[slot])
+                self._count_mismatches(input_set, int(done.bad) + 4 * slot)
                 self.launches[who] += 1
-                slots.append((who, index, self.launches[who]))
-        self.stream.synchronize()
-        counts: np.ndarray = np.empty(n, dtype=np.uint32)
-        self.cuda.memcpy_dtoh(counts, self.bad)
-        return slots, counts
+                done.slots.append((who, index, self.launches[who]))
+        self.cuda.memcpy_dtoh_async(done.counts, done.bad, self.stream)
+        done.copied.record(self.stream)
+        return done
+
+    def _wait(self, done: _Round) -> tuple[list[tuple[str, int, int]], np.ndarray]:
+        """The round's slots and counts of wrong outputs, once the GPU is through it; its buffers
+        free for another round (its events stay readable until that round is queued)."""
+        done.copied.synchronize()
+        self.free_rounds.append(done)
+        return done.slots, done.counts.copy()
 
     def _order(self, pair: int) -> tuple[str, ...]:
         """Who runs first on a round's ``pair``-th pair: each kernel on every other pair, so that
         whatever running first or second costs falls on both alike; and each on the first pair
-        of every other round, the launch that follows the host's wait."""
+        of every other round (with one round in flight, the launch that follows the host's wait)."""
         return WHO if (self.rounds_run + pair) % 2 else WHO[::-1]
 
     def _flush(self) -> None:
@@ -399,13 +421,13 @@ class _Session:
         if events:
             events[1].record(self.stream)
 
-    def _count_mismatches(self, input_set: _InputSet, slot: int) -> None:
+    def _count_mismatches(self, input_set: _InputSet, into: int) -> None:
         r = self.request
         for name, n, dtype in self.outputs:
             exact = np.dtype(dtype).kind in "iu"  # integers compare exactly, as the grader's comparison does
             atol, rtol = (0.0, 0.0) if exact else (r.tolerance_factor * r.atol, r.tolerance_factor * r.rtol)
             got, want = input_set.working.memory[name], input_set.expected.memory[name]
-            self._count(dtype, got, want, n, atol, rtol, int(self.bad) + 4 * slot)
+            self._count(dtype, got, want, n, atol, rtol, into)
 
     def _count(self, dtype: str, got, want, n: int, atol: float, rtol: float, into: int) -> None:
         """Add to the counter at ``into`` the elements of ``got`` not within tolerance of ``want``."""
@@ -469,7 +491,7 @@ class _Session:
             self.stream.synchronize()
             for input_set in self.sets:
                 input_set.free()
-            for memory in (self.flush, self.sink, self.bad, self.changed):
+            for memory in (self.flush, self.sink, self.changed, *(r.bad for r in self.rounds)):
                 memory.free()
 
 

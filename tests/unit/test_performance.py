@@ -300,6 +300,12 @@ class _FakeCuda:
     def memcpy_dtoh(self, dest, src):
         dest.reshape(-1).view(np.uint8)[:] = self.view(src, np.uint8, dest.nbytes)
 
+    def memcpy_dtoh_async(self, dest, src, stream=None):
+        self.memcpy_dtoh(dest, src)
+
+    def pagelocked_empty(self, shape, dtype):
+        return np.empty(shape, dtype)
+
     def memcpy_dtod_async(self, dest, src, size, stream=None):
         self.view(dest, np.uint8, size)[:] = self.view(src, np.uint8, size)
 
@@ -315,6 +321,9 @@ class _FakeCuda:
         class Event:
             def record(self, stream=None):
                 self.at = next(cuda.clock)
+
+            def synchronize(self):
+                pass
 
             def time_till(self, other):
                 return float(other.at - self.at)
@@ -503,60 +512,89 @@ def _costing(costs):
     return kernel, taken
 
 
-def test_rounds_grow_to_fill_the_round_time_and_every_launch_keeps_its_own_time_and_check(monkeypatch):
-    """With a tick of 0.1 ms, a pass over three sets takes about 2 ms: the first timed round
-    makes one pass, the next enough to fill ROUND_S (10 ms). Each launch of a round of several
-    passes is timed by its own events (the student's calls alternate 3 and 5 ticks), and its
-    outputs are checked in its own slot: a kernel that stops writing at its 12th call, inside
-    such a round, is named at that call."""
-    backend = _FakeBackend({})
-    ticks = backend.driver
-    monkeypatch.setattr(gpu_timing, "time", _clock(lambda: ticks.clock_now() * 1e-4))
-    rounds = []
-    run_round = gpu_timing._Session._run_round
-    monkeypatch.setattr(gpu_timing._Session, "_run_round", lambda s, p: rounds.append(p) or run_round(s, p))
+def _logged(monkeypatch) -> list[tuple[str, int]]:
+    """("queue", n) as the session queues its n-th round (the warm-up is the 1st), ("wait", n) as
+    the host waits for it."""
+    log: list[tuple[str, int]] = []
+    queue, wait = gpu_timing._Session._queue, gpu_timing._Session._wait
+
+    def queued(session):
+        done = queue(session)
+        done.number = session.rounds_run
+        log.append(("queue", done.number))
+        return done
+
+    monkeypatch.setattr(gpu_timing._Session, "_queue", queued)
+    monkeypatch.setattr(
+        gpu_timing._Session, "_wait", lambda s, d: log.append(("wait", d.number)) or wait(s, d)
+    )
+    return log
+
+
+@pytest.mark.parametrize("in_flight", [1, 2, 3])
+def test_the_next_rounds_are_queued_before_the_host_waits_for_one(in_flight, monkeypatch):
+    """After the warm-up, the host queues ``rounds_in_flight`` rounds before it waits for the
+    first, and one more after each wait, so that the GPU runs a round while the host judges the
+    last; at the end it waits for every round it queued. Each launch is timed by events of its
+    own round (the student's calls alternate 3 and 5 ticks of the fake clock)."""
+    log = _logged(monkeypatch)
     student, taken = _costing(lambda n: 3 + 2 * (n % 2))
-    backend.kernels = {"reference": _vector_add, "costing": student}
-    session = gpu_timing._Session(backend, dataclasses.replace(_request("costing"), max_passes=16))
+    backend = _FakeBackend({"reference": _vector_add, "costing": student})
+    session = gpu_timing._Session(
+        backend, dataclasses.replace(_request("costing"), rounds_in_flight=in_flight)
+    )
     samples, wrong = session.measure()
-    assert wrong is None and rounds[:2] == [1, 1] and 1 < rounds[2] < 16
-    assert samples["student"] == [float(t + 1) for t in taken[3:]]  # after the warm-up's three
+    assert wrong is None and samples["student"] == [
+        float(t + 1) for t in taken[3:]
+    ]  # after the warm-up's three
+    rounds = session.rounds_run
+    ahead = [("queue", r) for r in range(2, 2 + in_flight)]
+    steady = [
+        step for r in range(2, rounds - in_flight + 1) for step in (("wait", r), ("queue", r + in_flight))
+    ]
+    tail = [("wait", r) for r in range(rounds - in_flight + 1, rounds + 1)]
+    assert log == [("queue", 1), ("wait", 1), *ahead, *steady, *tail]
+    assert len(session.free_rounds) == in_flight
 
+
+def test_a_wrong_launch_is_named_and_the_round_queued_behind_it_set_aside(monkeypatch):
+    """The kernel stops writing at its 12th call, in the 3rd timed round (the warm-up is the 1st
+    round): the round queued behind it is waited for and not judged, and the student reads
+    launch 12."""
+    log = _logged(monkeypatch)
     calls = itertools.count()
+    backend = _FakeBackend({"reference": _vector_add})
     backend.kernels["stopping"] = lambda cuda, *args: next(calls) < 11 and _vector_add(cuda, *args)
-    rounds.clear()
-    timing = gpu_timing.time_case(backend, dataclasses.replace(_request("stopping"), max_passes=16))
-    assert 3 * sum(rounds[:-1]) < 12 <= 3 * sum(rounds) and rounds[-1] > 1  # inside the last round
-    assert timing.wrong.startswith("launch 12 of your kernel")
+    timing = gpu_timing.time_case(backend, _request("stopping"))
+    assert timing.wrong.startswith("launch 12 of your kernel (input set 2)")
+    assert log[-3:] == [("queue", 5), ("wait", 4), ("wait", 5)]
 
 
-@pytest.mark.parametrize("sets, passes", [(2, None), (3, None), (3, 16)])
-def test_each_kernel_goes_first_on_every_other_pair_and_after_every_other_wait(sets, passes, monkeypatch):
+@pytest.mark.parametrize("sets, in_flight", [(2, 2), (3, 2), (3, 1)])
+def test_each_kernel_goes_first_on_every_other_pair_and_round(sets, in_flight, monkeypatch):
     """Who runs first on each pair, round by round: alternating within a round, and the first
-    launch of a round (the one after the host waited) alternating between rounds, even when a
-    round holds an even number of pairs. By default a round is one pass."""
+    launch of a round alternating between rounds, even when a round holds an even number of
+    pairs."""
     firsts: list[str] = []
     order = gpu_timing._Session._order
     monkeypatch.setattr(
         gpu_timing._Session, "_order", lambda s, p: firsts.append(order(s, p)[0]) or order(s, p)
     )
-    rounds: list[int] = []
-    run_round = gpu_timing._Session._run_round
-    monkeypatch.setattr(gpu_timing._Session, "_run_round", lambda s, p: rounds.append(p) or run_round(s, p))
-    request = _request("reference", sets=sets)  # max_passes: the default, or as asked
-    request = dataclasses.replace(request, max_passes=passes) if passes else request
+    request = dataclasses.replace(_request("reference", sets=sets), rounds_in_flight=in_flight)
     gpu_timing.time_case(_FakeBackend({"reference": _vector_add}), request)
-    assert set(rounds) == {1} if passes is None else max(rounds) > 1
-    starts = np.cumsum([0] + [sets * p for p in rounds[:-1]])
+    starts = range(0, len(firsts), sets)
     assert all(firsts[i] != firsts[i + 1] for i in range(len(firsts) - 1) if i + 1 not in starts)
-    assert [firsts[i] for i in starts] == [gpu_timing.WHO[r % 2] for r in range(len(rounds))]
+    assert [firsts[i] for i in starts] == [gpu_timing.WHO[r % 2] for r in range(len(starts))]
 
 
-def test_a_round_makes_no_more_passes_than_max_repeats_leaves():
-    """Instant rounds ask for all 16 passes, but the repeats end at the first multiple of the
-    three sets past max_repeats (21 of 20), not a whole round of 16 passes later (51)."""
+@pytest.mark.parametrize("in_flight", [1, 2])
+def test_no_round_is_queued_past_max_repeats(in_flight):
+    """The repeats end at the first multiple of the three sets past max_repeats (21 of 20), the
+    rounds in flight counted: none is queued once those timed and queued reach it."""
     backend = _FakeBackend({"reference": _vector_add})
-    request = dataclasses.replace(_request("reference"), min_repeats=100, max_repeats=20, max_passes=16)
+    request = dataclasses.replace(
+        _request("reference"), min_repeats=100, max_repeats=20, rounds_in_flight=in_flight
+    )
     assert gpu_timing.time_case(backend, request).repeats == 21
 
 
@@ -565,12 +603,6 @@ def test_the_flush_reads_twice_the_devices_l2_unless_the_request_names_its_size(
         backend = _FakeBackend({"reference": _vector_add})
         gpu_timing.time_case(backend, dataclasses.replace(_request("reference"), flush_bytes=asked))
         assert backend.flushed_bytes == read
-
-
-def _clock(perf_counter):
-    return type(
-        "Clock", (), {"perf_counter": staticmethod(perf_counter), "monotonic": staticmethod(lambda: 0.0)}
-    )
 
 
 @pytest.mark.parametrize("from_call", [0, 8], ids=["always", "after-the-warm-up"])
