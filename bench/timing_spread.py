@@ -24,6 +24,8 @@ times (the events' resolution as the launches show it: a median moves by no less
 ``--samples`` keeps every timed launch's milliseconds in the JSON, each kernel's in launch order
 (a round's pairs run in ``gpu_timing._Session._order``'s order).
 
+``--batches 10`` adds reading-mode rows whose stop rule also tells the ratio's error from ten
+contiguous runs of the launches, the larger error taken (``TimingRequest.error_batches``);
 ``--in-flight 1`` adds reading-mode rows with one timed round queued on the GPU at a time, the
 host waiting for each before it queues the next (``TimingRequest.rounds_in_flight``; grading
 queues 2, as until 2026-12-03 it queued 1); ``--min-repeats 15`` adds reading-mode
@@ -31,7 +33,7 @@ rows that may stop after 15 launches of each kernel (``TimingRequest.min_repeats
 30), the stop rule otherwise the same.
 
     python3 bench/timing_spread.py [--assignments transpose,reduction] [--sessions 5] [--in-flight 1]
-        [--min-repeats 15] [--samples]
+        [--batches 10] [--min-repeats 15] [--samples]
 """
 
 from __future__ import annotations
@@ -70,10 +72,13 @@ class Restoring(_Session):
 PROTOCOLS = {"reading": _Session, "restoring": Restoring}
 
 
-def protocols(in_flight: list[int], minimums: list[int]) -> list[tuple[str, type[_Session], dict]]:
+def protocols(
+    in_flight: list[int], minimums: list[int], batches: list[int]
+) -> list[tuple[str, type[_Session], dict]]:
     """(name, session class, what it changes in the request): both modes as grading asks them,
-    reading with each other number of rounds in flight (``--in-flight``), and reading with each
-    other least number of launches (``--min-repeats``)."""
+    reading with each other number of rounds in flight (``--in-flight``), with each other least
+    number of launches (``--min-repeats``) and with each number of runs the stop rule's error is
+    also told from (``--batches``)."""
     more = [
         (f"reading, {k} in flight", _Session, {"rounds_in_flight": k})
         for k in in_flight
@@ -84,7 +89,12 @@ def protocols(in_flight: list[int], minimums: list[int]) -> list[tuple[str, type
         for m in minimums
         if m != TimingRequest.min_repeats
     ]
-    return [(rule, protocol, {}) for rule, protocol in PROTOCOLS.items()] + more + fewer
+    runs = [
+        (f"reading, error from {k} runs", _Session, {"error_batches": k})
+        for k in batches
+        if k != TimingRequest.error_batches
+    ]
+    return [(rule, protocol, {}) for rule, protocol in PROTOCOLS.items()] + more + fewer + runs
 
 
 def session_samples(
@@ -130,13 +140,14 @@ def case_rows(
     sessions: int,
     in_flight: list[int],
     minimums: list[int],
+    batches: list[int],
     keep_samples: bool = False,
 ) -> list[dict]:
     source = (ROOT / "reference" / f"{name}.cu").read_text()
     sources = dict.fromkeys(("student", "reference"), source)
     rows = []
     for request in timing_requests(spec, sources, "perf", secret=2027, time_limit_s=60):
-        for rule, protocol, changes in protocols(in_flight, minimums):
+        for rule, protocol, changes in protocols(in_flight, minimums, batches):
             runs = []
             for _ in range(sessions):
                 seen = clocks(backend)
@@ -195,6 +206,11 @@ def main() -> None:
         "--samples", action="store_true", help="keep every launch's time, in launch order, in the JSON"
     )
     parser.add_argument(
+        "--batches",
+        default="",
+        help="comma-separated: runs the stop rule's error is also told from, reading mode",
+    )
+    parser.add_argument(
         "--in-flight", default="", help="comma-separated: timed rounds queued at a time, reading mode"
     )
     args = parser.parse_args()
@@ -212,7 +228,10 @@ def main() -> None:
         for name in args.assignments.split(","):
             in_flight = [int(k) for k in args.in_flight.split(",") if k]
             minimums = [int(m) for m in args.min_repeats.split(",") if m]
-            rows += case_rows(backend, name, specs[name], args.sessions, in_flight, minimums, args.samples)
+            batches = [int(k) for k in args.batches.split(",") if k]
+            rows += case_rows(
+                backend, name, specs[name], args.sessions, in_flight, minimums, batches, args.samples
+            )
     finally:
         backend.close()
     print(f"{time.monotonic() - started:.0f} s")

@@ -156,14 +156,41 @@ def median_spread(samples_ms: Sequence[float]) -> float:
     return float(1.2533 * sigma / math.sqrt(values.size) / median)
 
 
+def batches_spread(student_ms: Sequence[float], reference_ms: Sequence[float], batches: int) -> float:
+    """Relative standard error of the ratio of the medians told from ``batches`` contiguous runs
+    of the launches: each run's ratio of medians, their standard deviation over the square root of
+    ``batches``, relative to the whole ratio. Launches close together may vary together (a clock,
+    the memory's state), which the error of independent launches does not see; runs far apart in
+    the session show it. Infinite while a run would hold fewer than two launches."""
+    n = min(len(student_ms), len(reference_ms))
+    if batches < 2 or n < 2 * batches:
+        return math.inf
+    runs = zip(
+        np.array_split(np.asarray(student_ms[:n]), batches),
+        np.array_split(np.asarray(reference_ms[:n]), batches),
+        strict=True,
+    )
+    ratios = [np.median(s) / np.median(r) for s, r in runs]
+    whole = np.median(student_ms) / np.median(reference_ms)
+    return float(np.std(ratios, ddof=1) / math.sqrt(batches) / whole)
+
+
 def settled(
-    student_ms: Sequence[float], reference_ms: Sequence[float], target: float, min_repeats: int
+    student_ms: Sequence[float],
+    reference_ms: Sequence[float],
+    target: float,
+    min_repeats: int,
+    batches: int = 0,
 ) -> bool:
     """Enough repeats, and the ratio of the medians known to within ``target`` (relative):
-    the relative errors of two independent medians add in quadrature."""
+    the relative errors of two independent medians add in quadrature; with ``batches``, the
+    error told from that many runs of the launches (:func:`batches_spread`) if it is larger."""
     if min(len(student_ms), len(reference_ms)) < min_repeats:
         return False
-    return math.hypot(median_spread(student_ms), median_spread(reference_ms)) < target
+    error = math.hypot(median_spread(student_ms), median_spread(reference_ms))
+    if batches:
+        error = max(error, batches_spread(student_ms, reference_ms, batches))
+    return error < target
 
 
 class _Buffers:
@@ -327,7 +354,9 @@ class _Session:
         repeats = len(samples["student"]) + sum(len(q.slots) for q in queued) // 2
         if repeats >= r.max_repeats or time.monotonic() - started > r.budget_s:
             return True
-        return settled(samples["student"], samples["reference"], r.target_spread, r.min_repeats)
+        return settled(
+            samples["student"], samples["reference"], r.target_spread, r.min_repeats, r.error_batches
+        )
 
     def _judge(
         self,
