@@ -171,8 +171,8 @@ def batches_spread(student_ms: Sequence[float], reference_ms: Sequence[float], b
         strict=True,
     )
     ratios = [np.median(s) / np.median(r) for s, r in runs]
-    whole = np.median(student_ms) / np.median(reference_ms)
-    return float(np.std(ratios, ddof=1) / math.sqrt(batches) / whole)
+    whole = float(np.median(student_ms) / np.median(reference_ms))
+    return float(np.std(ratios, ddof=1)) / math.sqrt(batches) / whole
 
 
 def settled(
