@@ -623,6 +623,28 @@ def test_the_stop_rule_tells_the_error_from_as_many_runs_as_the_request_asks(bat
     assert asked and set(asked) == {batches}
 
 
+def test_the_stop_rule_is_applied_as_the_launches_grow_by_a_sixteenth(monkeypatch):
+    """A ratio settled from 1 500 launches on: the rule, applied once the launches grew by a
+    sixteenth, finds it within a sixteenth more (and the round in flight), after about 80
+    applications instead of one a round (500); again from the start when the session is timed
+    again."""
+    applied = []
+
+    def settled(student, reference, *rule):
+        applied.append(len(student))
+        return len(student) >= 1500
+
+    monkeypatch.setattr(gpu_timing, "settled", settled)
+    request = dataclasses.replace(_request("reference"), max_repeats=10_000)
+    session = gpu_timing._Session(_FakeBackend({"reference": _vector_add}), request)
+    samples, wrong = session.measure()
+    assert wrong is None and 1500 <= len(samples["student"]) <= 1500 * 17 // 16 + 2 * 3 and len(applied) < 100
+    assert all(b >= a + a // 16 for a, b in itertools.pairwise(applied))
+    applied.clear()
+    session._timed_rounds()
+    assert applied[0] == request.min_repeats
+
+
 @pytest.mark.parametrize("in_flight", [1, 2])
 def test_no_round_is_queued_past_max_repeats(in_flight):
     """The repeats end at the first multiple of the three sets past max_repeats (21 of 20), the
