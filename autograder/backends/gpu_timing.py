@@ -113,6 +113,19 @@ extern "C" __global__ void read_flush(const uint4* p, unsigned long long n, unsi
 FLUSH_PROGRAM = Program(FLUSH_SOURCE, "read_flush.cu", "read_flush")
 FLUSH_BLOCKS = 1024
 
+# Holds a round back on the GPU until the host has queued all of it (it writes the round's number
+# into page-locked host memory the GPU reads): without it, a GPU that ran through its queue faster
+# than the host filled it reached a launch's start event before the host had queued the kernel,
+# and timed the host's wait with the kernel (bench/results/timing-spread.md, 2026-12-03 19:20).
+GATE_SOURCE = r"""
+extern "C" __global__ void wait_for_round(const volatile unsigned int* released, unsigned int round)
+{
+    while (*released < round) {
+    }
+}
+"""
+GATE_PROGRAM = Program(GATE_SOURCE, "wait_for_round.cu", "wait_for_round")
+
 
 def time_case(backend, request: TimingRequest) -> Timing:
     """Run the protocol on ``backend`` (a :class:`GpuBackend`) and return the evidence."""
@@ -314,12 +327,19 @@ class _Session:
         self.cuda.memset_d32_async(self.flush, 0x01010101, self.flush_bytes // 4, self.stream)
         self.flusher = backend.function(FLUSH_PROGRAM)
         self.sink = self.cuda.mem_alloc(4)
+        self.gate = backend.function(GATE_PROGRAM)
+        self.released = self.cuda.pagelocked_empty(
+            1, np.uint32, mem_flags=self.cuda.host_alloc_flags.DEVICEMAP
+        )
+        self.released[0] = 0  # the last round the host has queued whole
         self.rounds = [_Round(self.cuda, 2 * len(self.sets)) for _ in range(request.rounds_in_flight)]
         self.free_rounds = list(self.rounds)  # those not queued
         self.changed = self.cuda.mem_alloc(4)
         self.launches = dict.fromkeys(WHO, 0)  # each kernel's launches so far, warm-up's too
         self.rounds_run = 0
-        self.next_check = request.min_repeats  # the stop rule's next application, in launches timed of each kernel
+        self.next_check = (
+            request.min_repeats
+        )  # the stop rule's next application, in launches timed of each kernel
         self.settled = False  # the stop rule held
         self.restoring = False  # a kernel changed its inputs: restore them before every launch
 
@@ -403,22 +423,39 @@ class _Session:
 
     def _queue(self) -> _Round:
         """Queue a pair of launches on every input set, each launch's check of its outputs, and
-        the copy of the round's counts to the host; the round, its slots (who ran, on which set,
-        its launch number) filled in."""
+        the copy of the round's counts to the host, all behind the round's gate, opened once the
+        last is queued; the round, its slots (who ran, on which set, its launch number) filled in."""
         done = self.free_rounds.pop()
-        self.cuda.memset_d32_async(done.bad, 0, len(done.events), self.stream)
-        done.slots = []
         self.rounds_run += 1
-        for index, input_set in enumerate(self.sets):
-            for who in self._order(index):
-                slot = len(done.slots)
-                self._launch(who, input_set, done.events[slot])
-                self._count_mismatches(input_set, int(done.bad) + 4 * slot)
-                self.launches[who] += 1
-                done.slots.append((who, index, self.launches[who]))
-        self.cuda.memcpy_dtoh_async(done.counts, done.bad, self.stream)
-        done.copied.record(self.stream)
+        self._hold(self.rounds_run)
+        try:
+            self.cuda.memset_d32_async(done.bad, 0, len(done.events), self.stream)
+            done.slots = []
+            for index, input_set in enumerate(self.sets):
+                for who in self._order(index):
+                    slot = len(done.slots)
+                    self._launch(who, input_set, done.events[slot])
+                    self._count_mismatches(input_set, int(done.bad) + 4 * slot)
+                    self.launches[who] += 1
+                    done.slots.append((who, index, self.launches[who]))
+            self.cuda.memcpy_dtoh_async(done.counts, done.bad, self.stream)
+            done.copied.record(self.stream)
+        finally:
+            self._release(self.rounds_run)
         return done
+
+    def _hold(self, round_number: int) -> None:
+        """Queue the gate that holds the GPU until the host releases ``round_number``."""
+        self.gate(
+            np.uintp(self.released.base.get_device_pointer()),
+            np.uint32(round_number),
+            grid=(1, 1, 1),
+            block=(1, 1, 1),
+            stream=self.stream,
+        )
+
+    def _release(self, round_number: int) -> None:
+        self.released[0] = round_number
 
     def _wait(self, done: _Round) -> tuple[list[tuple[str, int, int]], np.ndarray]:
         """The round's slots and counts of wrong outputs, once the GPU is through it; its buffers
@@ -532,6 +569,7 @@ class _Session:
                 input_set.free()
             for memory in (self.flush, self.sink, self.changed, *(r.bad for r in self.rounds)):
                 memory.free()
+            self.released.base.free()
 
 
 def _buffers(launch: Launch) -> list[Buffer]:

@@ -4,6 +4,7 @@ import functools
 import itertools
 import math
 import os
+import types
 from pathlib import Path
 
 import numpy as np
@@ -329,8 +330,14 @@ class _FakeCuda:
     def memcpy_dtoh_async(self, dest, src, stream=None):
         self.memcpy_dtoh(dest, src)
 
-    def pagelocked_empty(self, shape, dtype):
-        return np.empty(shape, dtype)
+    host_alloc_flags = types.SimpleNamespace(DEVICEMAP=2)
+
+    def pagelocked_empty(self, shape, dtype, mem_flags=0):
+        """Host memory; mapped (DEVICEMAP): at an address of the fake device's too."""
+        address = self.mem_alloc(int(np.prod(shape)) * np.dtype(dtype).itemsize)
+        array = self.view(address, dtype, int(np.prod(shape))).reshape(shape).view(_PageLocked)
+        array.allocation = types.SimpleNamespace(get_device_pointer=lambda: int(address), free=address.free)
+        return array
 
     def memcpy_dtod_async(self, dest, src, size, stream=None):
         self.view(dest, np.uint8, size)[:] = self.view(src, np.uint8, size)
@@ -357,6 +364,14 @@ class _FakeCuda:
         return Event()
 
 
+class _PageLocked(np.ndarray):
+    """An array whose ``base`` is its allocation, as pycuda's page-locked arrays are."""
+
+    @property
+    def base(self):
+        return self.allocation
+
+
 class _FakeBackend:
     device_name = "Fake GPU"
     l2_bytes = 1 << 15  # the flush, twice this, is checked byte by byte
@@ -381,8 +396,17 @@ class _FakeBackend:
             return functools.partial(self._compare, dtype)
         if program == gpu_timing.FLUSH_PROGRAM:
             return self._flush
+        if program == gpu_timing.GATE_PROGRAM:
+            return self._gate
         kernel = self.kernels[program.source]
         return lambda *args, **launch: kernel(self.driver, *args)
+
+    def _gate(self, released, round_number, **launch):
+        """Noted; the fake runs each command as it is queued, so nothing waits."""
+        self.gates = [
+            *getattr(self, "gates", []),
+            (int(round_number), int(self.driver.view(released, np.uint32, 1)[0])),
+        ]
 
     def _flush(self, flush, words, sink, **launch):
         """The L2 flush reads: the flush buffer keeps the bytes it was filled with."""
@@ -594,6 +618,29 @@ def test_a_wrong_launch_is_named_and_the_round_queued_behind_it_set_aside(monkey
     timing = gpu_timing.time_case(backend, _request("stopping"))
     assert timing.wrong.startswith("launch 12 of your kernel (input set 2)")
     assert log[-3:] == [("queue", 5), ("wait", 4), ("wait", 5)]
+
+
+def test_a_round_reaches_the_gpu_only_once_the_host_has_queued_all_of_it(monkeypatch):
+    """Each round's first command is its gate, queued while the host has released only the rounds
+    before it; the host releases the round after its last command (the copy of its counts): the
+    GPU cannot reach a launch's start event before the kernel behind it is queued."""
+    log: list[tuple] = []
+    release = gpu_timing._Session._release
+    monkeypatch.setattr(
+        gpu_timing._Session, "_release", lambda s, r: log.append(("release", r)) or release(s, r)
+    )
+    backend = _FakeBackend(
+        {"reference": lambda cuda, *args: log.append(("kernel",)) or _vector_add(cuda, *args)}
+    )
+    gate, copy = backend._gate, backend.driver.memcpy_dtoh_async
+    backend._gate = lambda released, r, **launch: log.append(("gate", int(r))) or gate(released, r, **launch)
+    backend.driver.memcpy_dtoh_async = lambda *args: log.append(("counts",)) or copy(*args)
+    timing = gpu_timing.time_case(backend, _request("reference"))
+    rounds = 1 + timing.repeats // 3  # the warm-up's and the timed ones
+    assert backend.gates == [(r, r - 1) for r in range(1, rounds + 1)]
+    for r in range(1, rounds + 1):
+        held = log[log.index(("gate", r)) + 1 : log.index(("release", r))]
+        assert held == [("kernel",)] * 6 + [("counts",)]
 
 
 @pytest.mark.parametrize("sets, in_flight", [(2, 2), (3, 2), (3, 1)])
