@@ -199,9 +199,6 @@ class TimingRequest:
     # rounds queued on the GPU at a time (gpu_timing): 2, the next one running while the host judges
     # one; 1, the GPU idle while it does (as until 2026-12-03)
     rounds_in_flight: int = 2
-    # 0: the stop rule takes launches as independent; k: also the error told from k runs of them
-    # (gpu_timing.batches_spread), the larger of the two
-    error_batches: int = 0
 
     @property
     def limit_s(self) -> float:

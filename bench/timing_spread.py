@@ -24,8 +24,6 @@ times (the events' resolution as the launches show it: a median moves by no less
 ``--samples`` keeps every timed launch's milliseconds in the JSON, each kernel's in launch order
 (a round's pairs run in ``gpu_timing._Session._order``'s order).
 
-``--batches 10`` adds reading-mode rows whose stop rule also tells the ratio's error from ten
-contiguous runs of the launches, the larger error taken (``TimingRequest.error_batches``);
 ``--in-flight 1`` adds reading-mode rows with one timed round queued on the GPU at a time, the
 host waiting for each before it queues the next (``TimingRequest.rounds_in_flight``; grading
 queues 2, as until 2026-12-03 it queued 1); ``--min-repeats 15`` adds reading-mode
@@ -33,7 +31,7 @@ rows that may stop after 15 launches of each kernel (``TimingRequest.min_repeats
 30), the stop rule otherwise the same.
 
     python3 bench/timing_spread.py [--assignments transpose,reduction] [--sessions 5] [--in-flight 1]
-        [--batches 10] [--min-repeats 15] [--samples]
+        [--min-repeats 15] [--samples]
 """
 
 from __future__ import annotations
@@ -72,13 +70,10 @@ class Restoring(_Session):
 PROTOCOLS = {"reading": _Session, "restoring": Restoring}
 
 
-def protocols(
-    in_flight: list[int], minimums: list[int], batches: list[int]
-) -> list[tuple[str, type[_Session], dict]]:
+def protocols(in_flight: list[int], minimums: list[int]) -> list[tuple[str, type[_Session], dict]]:
     """(name, session class, what it changes in the request): both modes as grading asks them,
-    reading with each other number of rounds in flight (``--in-flight``), with each other least
-    number of launches (``--min-repeats``) and with each number of runs the stop rule's error is
-    also told from (``--batches``)."""
+    reading with each other number of rounds in flight (``--in-flight``), and reading with each
+    other least number of launches (``--min-repeats``)."""
     more = [
         (f"reading, {k} in flight", _Session, {"rounds_in_flight": k})
         for k in in_flight
@@ -89,12 +84,7 @@ def protocols(
         for m in minimums
         if m != TimingRequest.min_repeats
     ]
-    runs = [
-        (f"reading, error from {k} runs", _Session, {"error_batches": k})
-        for k in batches
-        if k != TimingRequest.error_batches
-    ]
-    return [(rule, protocol, {}) for rule, protocol in PROTOCOLS.items()] + more + fewer + runs
+    return [(rule, protocol, {}) for rule, protocol in PROTOCOLS.items()] + more + fewer
 
 
 def session_samples(
@@ -140,14 +130,13 @@ def case_rows(
     sessions: int,
     in_flight: list[int],
     minimums: list[int],
-    batches: list[int],
     keep_samples: bool = False,
 ) -> list[dict]:
     source = (ROOT / "reference" / f"{name}.cu").read_text()
     sources = dict.fromkeys(("student", "reference"), source)
     rows = []
     for request in timing_requests(spec, sources, "perf", secret=2027, time_limit_s=60):
-        for rule, protocol, changes in protocols(in_flight, minimums, batches):
+        for rule, protocol, changes in protocols(in_flight, minimums):
             runs = []
             for _ in range(sessions):
                 seen = clocks(backend)
@@ -206,11 +195,6 @@ def main() -> None:
         "--samples", action="store_true", help="keep every launch's time, in launch order, in the JSON"
     )
     parser.add_argument(
-        "--batches",
-        default="",
-        help="comma-separated: runs the stop rule's error is also told from, reading mode",
-    )
-    parser.add_argument(
         "--in-flight", default="", help="comma-separated: timed rounds queued at a time, reading mode"
     )
     args = parser.parse_args()
@@ -228,10 +212,7 @@ def main() -> None:
         for name in args.assignments.split(","):
             in_flight = [int(k) for k in args.in_flight.split(",") if k]
             minimums = [int(m) for m in args.min_repeats.split(",") if m]
-            batches = [int(k) for k in args.batches.split(",") if k]
-            rows += case_rows(
-                backend, name, specs[name], args.sessions, in_flight, minimums, batches, args.samples
-            )
+            rows += case_rows(backend, name, specs[name], args.sessions, in_flight, minimums, args.samples)
     finally:
         backend.close()
     print(f"{time.monotonic() - started:.0f} s")

@@ -169,41 +169,14 @@ def median_spread(samples_ms: Sequence[float]) -> float:
     return float(1.2533 * sigma / math.sqrt(values.size) / median)
 
 
-def batches_spread(student_ms: Sequence[float], reference_ms: Sequence[float], batches: int) -> float:
-    """Relative standard error of the ratio of the medians told from ``batches`` contiguous runs
-    of the launches: each run's ratio of medians, their standard deviation over the square root of
-    ``batches``, relative to the whole ratio. Launches close together may vary together (a clock,
-    the memory's state), which the error of independent launches does not see; runs far apart in
-    the session show it. Infinite while a run would hold fewer than two launches."""
-    n = min(len(student_ms), len(reference_ms))
-    if batches < 2 or n < 2 * batches:
-        return math.inf
-    runs = zip(
-        np.array_split(np.asarray(student_ms[:n]), batches),
-        np.array_split(np.asarray(reference_ms[:n]), batches),
-        strict=True,
-    )
-    ratios = [np.median(s) / np.median(r) for s, r in runs]
-    whole = float(np.median(student_ms) / np.median(reference_ms))
-    return float(np.std(ratios, ddof=1)) / math.sqrt(batches) / whole
-
-
 def settled(
-    student_ms: Sequence[float],
-    reference_ms: Sequence[float],
-    target: float,
-    min_repeats: int,
-    batches: int = 0,
+    student_ms: Sequence[float], reference_ms: Sequence[float], target: float, min_repeats: int
 ) -> bool:
     """Enough repeats, and the ratio of the medians known to within ``target`` (relative):
-    the relative errors of two independent medians add in quadrature; with ``batches``, the
-    error told from that many runs of the launches (:func:`batches_spread`) if it is larger."""
+    the relative errors of two independent medians add in quadrature."""
     if min(len(student_ms), len(reference_ms)) < min_repeats:
         return False
-    error = math.hypot(median_spread(student_ms), median_spread(reference_ms))
-    if batches:
-        error = max(error, batches_spread(student_ms, reference_ms, batches))
-    return error < target
+    return math.hypot(median_spread(student_ms), median_spread(reference_ms)) < target
 
 
 class _Buffers:
@@ -383,9 +356,7 @@ class _Session:
             return True
         if not self.settled and timed >= self.next_check:
             self.next_check = max(r.min_repeats, timed + timed // 16)
-            self.settled = settled(
-                samples["student"], samples["reference"], r.target_spread, r.min_repeats, r.error_batches
-            )
+            self.settled = settled(samples["student"], samples["reference"], r.target_spread, r.min_repeats)
         return self.settled
 
     def _judge(

@@ -260,32 +260,6 @@ def test_the_ratio_is_settled_only_when_both_medians_errors_together_are_small()
     assert gpu_timing.settled(launches, launches[::-1], 1.5 * each, min_repeats=30)
 
 
-def _drifting(n: int, seed: int) -> np.ndarray:
-    """Launches whose time wanders slowly (each launch 99.9 % its predecessor's offset): launches
-    close together vary together."""
-    rng = np.random.default_rng(seed)
-    offset, out = 0.0, np.empty(n)
-    for i in range(n):
-        offset = 0.999 * offset + 0.0005 * rng.standard_normal()
-        out[i] = 1.0 + offset + 0.002 * rng.standard_normal()
-    return out
-
-
-def test_the_error_told_from_runs_of_launches_sees_what_independent_launches_hide():
-    """Independent launches: runs of them tell about the same error as the medians do. Launches
-    that wander together: the medians' error says the ratio is known (settled), the runs' does not."""
-    rng = np.random.default_rng(4)
-    student, reference = (list(1.0 + 0.01 * rng.standard_normal(2000)) for _ in range(2))
-    independent = math.hypot(gpu_timing.median_spread(student), gpu_timing.median_spread(reference))
-    assert 0.5 < gpu_timing.batches_spread(student, reference, 10) / independent < 2
-    student, reference = list(_drifting(2000, 5)), list(_drifting(2000, 6))
-    independent = math.hypot(gpu_timing.median_spread(student), gpu_timing.median_spread(reference))
-    assert gpu_timing.batches_spread(student, reference, 10) > 3 * independent
-    assert gpu_timing.settled(student, reference, 2 * independent, min_repeats=30)
-    assert not gpu_timing.settled(student, reference, 2 * independent, min_repeats=30, batches=10)
-    assert gpu_timing.batches_spread(student[:19], reference, 10) == math.inf
-
-
 # --- the timing protocol (backends/gpu_timing.py) on a fake CUDA driver -------------------
 
 
@@ -658,16 +632,6 @@ def test_each_kernel_goes_first_on_every_other_pair_and_round(sets, in_flight, m
     starts = range(0, len(firsts), sets)
     assert all(firsts[i] != firsts[i + 1] for i in range(len(firsts) - 1) if i + 1 not in starts)
     assert [firsts[i] for i in starts] == [gpu_timing.WHO[r % 2] for r in range(len(starts))]
-
-
-@pytest.mark.parametrize("batches", [0, 10])
-def test_the_stop_rule_tells_the_error_from_as_many_runs_as_the_request_asks(batches, monkeypatch):
-    asked = []
-    settled = gpu_timing.settled
-    monkeypatch.setattr(gpu_timing, "settled", lambda *a: asked.append(a[4]) or settled(*a))
-    request = dataclasses.replace(_request("reference"), error_batches=batches)
-    gpu_timing.time_case(_FakeBackend({"reference": _vector_add}), request)
-    assert asked and set(asked) == {batches}
 
 
 def test_the_stop_rule_is_applied_as_the_launches_grow_by_a_sixteenth(monkeypatch):
