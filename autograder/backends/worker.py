@@ -57,6 +57,7 @@ import numpy as np
 
 from autograder import contract
 from autograder.backends import gpu_lock
+from autograder.backends.pinned import empty_in_own_pages
 from autograder.contract import (
     Backend,
     BackendError,
@@ -387,8 +388,9 @@ def _small(data: bytes | bytearray, dtype: str, shape: tuple[int, ...]) -> np.nd
 
 
 def _filled(shape: tuple[int, ...], dtype: np.dtype, word: int) -> np.ndarray:
-    """The array :func:`_constant` described, bit for bit."""
-    array = np.empty(shape, dtype)
+    """The array :func:`_constant` described, bit for bit, in pages of its own (a GPU call may
+    page-lock it: ``pinned.py``)."""
+    array = empty_in_own_pages(shape, dtype)
     array.reshape(-1).view(f"u{dtype.itemsize}").fill(word)
     return array
 

@@ -1,15 +1,28 @@
 """Which host arrays a GPU call page-locks, and over which pages (``backends/pinned.py``)."""
 
+import threading
+from multiprocessing.connection import Pipe
+
 import numpy as np
 
-from autograder.backends.pinned import LOCK_BYTES, large_arrays, page_ranges
+from autograder.backends.pinned import (
+    LOCK_BYTES,
+    empty_in_own_pages,
+    large_arrays,
+    owns_its_pages,
+    page_ranges,
+)
+from autograder.backends.worker import receive, send
 from autograder.contract import Buffer, Launch, Program, Scalar, TimingRequest
 
 PAGE = 4096
 
 
 def launch(*sizes: int) -> Launch:
-    args = (*(Buffer(f"x{k}", np.zeros(n, np.uint8)) for k, n in enumerate(sizes)), Scalar("n", 1))
+    args = (
+        *(Buffer(f"x{k}", empty_in_own_pages((n,), np.uint8)) for k, n in enumerate(sizes)),
+        Scalar("n", 1),
+    )
     return Launch(Program("", "k.cu", "k"), (1, 1, 1), (1, 1, 1), args)
 
 
@@ -19,9 +32,50 @@ def test_only_arrays_of_a_lock_worth_are_locked_from_launches_and_timing_request
     request = TimingRequest((launch(large), launch(small, large)), Program("", "k.cu", "k"), {}, 0.0, 0.0)
     assert [a.nbytes for a in large_arrays(request)] == [large, large]
     strided = Launch(
-        Program("", "k.cu", "k"), (1, 1, 1), (1, 1, 1), (Buffer("x", np.zeros(2 * large, np.uint8)[::2]),)
+        Program("", "k.cu", "k"),
+        (1, 1, 1),
+        (1, 1, 1),
+        (Buffer("x", empty_in_own_pages((2 * large,), np.uint8)[::2]),),
     )
     assert large_arrays(strided) == []  # its bytes do not lie in one range
+
+
+def test_only_arrays_that_own_their_pages_are_locked():
+    """An array on numpy's heap shares its first and last pages with other memory: locking them
+    made a later copy into a neighbour fail on the H200 (pinned.py). Arrays at the start of pages
+    mapped for them are locked, a page-aligned view of one too; a view starting inside a page not."""
+    owned = empty_in_own_pages((2 * LOCK_BYTES,), np.uint8)
+    heap = np.zeros(LOCK_BYTES, np.uint8)
+    assert owns_its_pages(owned) and owns_its_pages(owned[PAGE:]) and not owns_its_pages(owned[1:])
+    assert not owns_its_pages(heap)
+    arrays = large_arrays(launch(LOCK_BYTES)) + large_arrays(
+        Launch(Program("", "k.cu", "k"), (1, 1, 1), (1, 1, 1), (Buffer("h", heap), Buffer("o", owned[1:])))
+    )
+    assert [a.nbytes for a in arrays] == [LOCK_BYTES]
+
+
+def test_a_messages_large_arrays_own_their_pages_as_the_worker_receives_them():
+    """Through the worker's messages: an array of random bytes travels in the shared file, a
+    poisoned output as its one value, filled again (``worker._filled``); both arrive owning
+    their pages, and the launch's arrays of a lock's worth are all locked."""
+    sent = launch(LOCK_BYTES, LOCK_BYTES)
+    random = np.random.default_rng(0).integers(0, 255, LOCK_BYTES, np.uint8)
+    poisoned = np.full(LOCK_BYTES // 4, np.nan, np.float32)
+    sent = Launch(
+        sent.program, sent.grid, sent.block, (Buffer("r", random), Buffer("p", poisoned, is_output=True))
+    )
+    left, right = Pipe()
+    try:
+        sender = threading.Thread(target=send, args=(left, sent))
+        sender.start()
+        received = receive(right)
+        sender.join()
+    finally:
+        left.close()
+        right.close()
+    assert all(owns_its_pages(b.data) for b in received.args)
+    assert [a.nbytes for a in large_arrays(received)] == [LOCK_BYTES, LOCK_BYTES]
+    assert received.args[1].data.tobytes() == poisoned.tobytes()
 
 
 def test_ranges_cover_whole_pages_and_merge_where_arrays_share_one():
