@@ -61,6 +61,7 @@ from autograder.contract import (
     TimingRequest,
     Unsupported,
 )
+from autograder.errors import AutograderError
 from autograder.feedback import counted
 
 CANARY_BYTES = 64 * 1024  # each side of every buffer; a multiple of 256 keeps the data aligned
@@ -133,10 +134,12 @@ class GpuBackend(Backend):
         allocations = {}
         with self.active():
             try:
-                with self.cuda_failures(launch.program, LaunchFailure):
+                with self.copy_failures():
                     for b in buffers:
                         allocations[b.name] = to_device(self.driver, b, self.canary_bytes)
+                with self.cuda_failures(launch.program, LaunchFailure):
                     elapsed_ms, stdout = self._run(function, launch, allocations)
+                with self.copy_failures():
                     back = {
                         b.name: from_device(self.driver, b, allocations[b.name], self.canary_bytes)
                         for b in buffers
@@ -271,6 +274,19 @@ class GpuBackend(Backend):
                 self._failure = str(e)
             raise error_class(f"{program.filename}: {_describe(e, survived)}") from e
 
+    @contextlib.contextmanager
+    def copy_failures(self):
+        """A copy between the host and the GPU that fails, before the kernel or after it finished
+        (its faults surface when the launch is waited for), is the grader's: its memory, its
+        driver, its machine. Raised as :class:`CopyFault`, which grading reports as its own
+        fault, flagged for regrading, never as the kernel's wrong answer."""
+        try:
+            yield
+        except self.driver.Error as e:
+            if not self._context_survived():
+                self._failure = str(e)
+            raise CopyFault(f"a copy between the host and the GPU failed: {e}") from e
+
     def _context_survived(self) -> bool:
         """False after a sticky error (a crashed kernel): every later CUDA call fails too."""
         try:
@@ -278,6 +294,10 @@ class GpuBackend(Backend):
         except self.driver.Error:
             return False
         return True
+
+
+class CopyFault(AutograderError, RuntimeError):
+    """A copy of a launch's arrays to or from the GPU failed: the grader's problem, not the kernel's."""
 
 
 def refuse_cooperative(launch: Launch) -> None:

@@ -120,3 +120,93 @@ def test_gpu_is_unavailable_without_pycuda(monkeypatch):
         assert gpu_available() is False
     finally:
         gpu_available.cache_clear()
+
+
+class _Driver(HostMemory):
+    """Enough of ``pycuda.driver`` for ``GpuBackend.launch``: events that are done at once, and
+    copies in or out that fail as the H200's did on 2026-12-03 when ``failing`` names them."""
+
+    class Error(Exception):
+        pass
+
+    Context = type("Context", (), {"synchronize": staticmethod(lambda: None)})
+
+    def __init__(self, failing: str = ""):
+        super().__init__()
+        self.failing = failing
+
+    def memcpy_htod(self, address, host):
+        if self.failing == "in":
+            raise self.Error("cuMemcpyHtoD failed: out of memory")
+        super().memcpy_htod(address, host)
+
+    def memcpy_dtoh(self, host, address):
+        if self.failing == "out":
+            raise self.Error("cuMemcpyDtoH failed: invalid argument")
+        super().memcpy_dtoh(host, address)
+
+    def Event(self):  # noqa: N802 - pycuda's name
+        return type(
+            "Event",
+            (),
+            {
+                "record": _nothing,
+                "query": lambda s: True,
+                "synchronize": _nothing,
+                "time_till": lambda s, other: 0.5,
+            },
+        )()
+
+    def free(self, *args):
+        pass
+
+
+def _nothing(*args, **kwargs):
+    pass
+
+
+def _backend(driver, kernel=_nothing):
+    import contextlib
+
+    from autograder.backends import gpu
+
+    backend = object.__new__(gpu.GpuBackend)  # no PyCUDA here: only what launch() reads
+    backend.driver, backend.canary_bytes, backend._failure = driver, CANARY_BYTES, None
+    backend.active = contextlib.nullcontext
+    backend.function = lambda program, shared_bytes=0: kernel
+    backend._free = lambda allocations: None
+    return backend
+
+
+def _launch():
+    from autograder.contract import Launch, Program
+
+    data = np.random.default_rng().uniform(-1, 1, 256).astype(np.float32)
+    return Launch(Program("k", "k.cu", "k"), (1, 1, 1), (256, 1, 1), (Buffer("x", data, is_output=True),))
+
+
+@pytest.mark.parametrize("failing", ["in", "out"])
+def test_a_failed_copy_to_or_from_the_gpu_is_the_graders_fault_not_the_kernels(failing):
+    """Copies run before the kernel or after it finished (its faults surface when it is waited
+    for): their failure is a grader fault (grading flags the item for regrading), never a
+    BackendError, which grading writes to the student as the kernel's."""
+    from autograder.backends.gpu import CopyFault
+    from autograder.contract import BackendError
+
+    with pytest.raises(CopyFault, match="copy between the host and the GPU failed") as raised:
+        _backend(_Driver(failing)).launch(_launch())
+    assert not isinstance(raised.value, BackendError)
+    ok = _backend(_Driver()).launch(_launch())
+    assert ok.findings == [] and ok.elapsed_ms == 0.5
+
+
+def test_a_launch_the_driver_refuses_is_still_the_kernels():
+    from autograder.contract import LaunchFailure
+
+    driver = _Driver()
+
+    def refused(*args, **launch):
+        raise driver.Error("cuLaunchKernel failed: invalid argument")
+
+    with pytest.raises(LaunchFailure, match="the GPU refused the launch: invalid argument"):
+        _backend(driver, refused).launch(_launch())
