@@ -43,7 +43,10 @@ The protocol (``docs/performance.md``; the measurement principles in ``docs/gpu-
   six 64 µs launches, during which one round at a time left the GPU idle). The round in flight
   when the rule is met is timed and kept, a round queued behind a wrong output is set aside
   unjudged. Within a round each kernel goes first on every other pair, and the first pair of
-  each round alternates between rounds.
+  each round alternates between rounds;
+- each round waits on the GPU behind a gate (``GATE_PROGRAM``) until the host has queued all of
+  it, so that no timed launch waits for the host between its events; the stop rule is applied
+  once the launches timed have grown by a sixteenth since it last was.
 
 The physical floor of a case (the least time any correct kernel needs) is the grading
 side's business (``performance.py``): it knows the work a case must do; this module only
@@ -310,9 +313,8 @@ class _Session:
         self.changed = self.cuda.mem_alloc(4)
         self.launches = dict.fromkeys(WHO, 0)  # each kernel's launches so far, warm-up's too
         self.rounds_run = 0
-        self.next_check = (
-            request.min_repeats
-        )  # the stop rule's next application, in launches timed of each kernel
+        # the stop rule's next application, in launches timed of each kernel
+        self.next_check = request.min_repeats
         self.settled = False  # the stop rule held
         self.restoring = False  # a kernel changed its inputs: restore them before every launch
 
