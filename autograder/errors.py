@@ -25,9 +25,10 @@ terminal, as ``Error: ...``):
 The grader itself (a TA or the maintainers read it; the student sees only that the item was
 not graded):
     ``backends.worker.WorkerError`` (the worker's backend raised something other than a
-    ``BackendError``: a grader bug, with the worker's traceback)
-    and ``backends.gpu_timing.ReferenceUnstableError`` (the reference kernel disagreed with
-    itself, so no timing verdict is fair).
+    ``BackendError``: a grader bug, with the worker's traceback),
+    ``backends.gpu_timing.ReferenceUnstableError`` (the reference kernel disagreed with
+    itself, so no timing verdict is fair) and ``backends.gpu.CopyFault`` (a copy of a launch's
+    arrays to or from the GPU failed, before the kernel ran or after it finished).
 
 ``cli.Terminated`` is not an error but the grading run's time limit arriving as SIGTERM: it
 stays a ``BaseException`` so that no ``except Exception`` swallows it.
