@@ -269,10 +269,7 @@ class GpuBackend(Backend):
         try:
             yield
         except self.driver.Error as e:
-            survived = self._context_survived()
-            if not survived:
-                self._failure = str(e)
-            raise error_class(f"{program.filename}: {_describe(e, survived)}") from e
+            raise error_class(f"{program.filename}: {_describe(e, self._survived(e))}") from e
 
     @contextlib.contextmanager
     def copy_failures(self):
@@ -283,15 +280,16 @@ class GpuBackend(Backend):
         try:
             yield
         except self.driver.Error as e:
-            if not self._context_survived():
-                self._failure = str(e)
+            self._survived(e)
             raise CopyFault(f"a copy between the host and the GPU failed: {e}") from e
 
-    def _context_survived(self) -> bool:
-        """False after a sticky error (a crashed kernel): every later CUDA call fails too."""
+    def _survived(self, error) -> bool:
+        """Whether CUDA survived ``error``: not after a sticky one (a crashed kernel), when every
+        later CUDA call fails too; ``error`` is then noted as why this process cannot use CUDA."""
         try:
             self.driver.Context.synchronize()
         except self.driver.Error:
+            self._failure = str(error)
             return False
         return True
 
