@@ -308,6 +308,7 @@ class _Session:
             1, np.uint32, mem_flags=self.cuda.host_alloc_flags.DEVICEMAP
         )
         self.released[0] = 0  # the last round the host has queued whole
+        self.released_on_device = np.uintp(self.released.base.get_device_pointer())  # what the gate reads
         self.rounds = [_Round(self.cuda, 2 * len(self.sets)) for _ in range(request.rounds_in_flight)]
         self.free_rounds = list(self.rounds)  # those not queued
         self.changed = self.cuda.mem_alloc(4)
@@ -420,7 +421,7 @@ class _Session:
     def _hold(self, round_number: int) -> None:
         """Queue the gate that holds the GPU until the host releases ``round_number``."""
         self.gate(
-            np.uintp(self.released.base.get_device_pointer()),
+            self.released_on_device,
             np.uint32(round_number),
             grid=(1, 1, 1),
             block=(1, 1, 1),
