@@ -47,7 +47,8 @@ def test_a_calls_large_arrays_are_locked_while_it_runs_and_unlocked_after():
             unlock_pages(again)
     finally:
         backend.close()
-    assert len(arrays) == 3 and len(again) == len(page_ranges(arrays)) == 3  # all unlocked after
+    assert len(arrays) == 3  # all unlocked after: every range locks again (adjacent mappings merge)
+    assert again and len(again) == len(page_ranges(arrays))
     assert vector_add_error(launch, result.outputs) <= 1e-6
 
 
