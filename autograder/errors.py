@@ -27,8 +27,9 @@ not graded):
     ``backends.worker.WorkerError`` (the worker's backend raised something other than a
     ``BackendError``: a grader bug, with the worker's traceback),
     ``backends.gpu_timing.ReferenceUnstableError`` (the reference kernel disagreed with
-    itself, so no timing verdict is fair) and ``backends.gpu.CopyFault`` (a copy of a launch's
-    arrays to or from the GPU failed, before the kernel ran or after it finished).
+    itself, so no timing verdict is fair) and ``backends.gpu.GraderCudaFault`` (CUDA failed in
+    the grader's own work on the GPU: a copy of a launch's arrays before the kernel ran or after
+    it finished, a timing session's uploads and buffers).
 
 ``cli.Terminated`` is not an error but the grading run's time limit arriving as SIGTERM: it
 stays a ``BaseException`` so that no ``except Exception`` swallows it.

@@ -70,6 +70,7 @@ CANARY_BYTES = 64 * 1024  # each side of every buffer; a multiple of 256 keeps t
 # the H200 while the emulator's NaN made it wrong: bench/results/verdicts-gpu.md).
 CANARY_BYTE = UNDEFINED_BYTE
 DEFAULT_SHARED_LIMIT = 48 * 1024  # more dynamic shared memory needs an opt-in attribute
+COPYING = "a copy between the host and the GPU"  # the grader's, not the kernel's
 PRINTF_LIMIT = 64 * 1024  # characters of device printf output kept per launch
 
 _STRANDED: list = []  # a spoiled context's objects: freeing them fails or waits on a hung kernel
@@ -103,8 +104,9 @@ class GpuBackend(Backend):
     """Compiles with NVRTC for this device and launches with PyCUDA, in the calling process.
 
     Besides the contract, ``gpu_timing.py`` uses ``driver``, ``device``, ``l2_bytes``,
-    ``function(program)``, ``active()``, ``check_usable()`` and ``cuda_failures(...)`` to time
-    launches in this backend's context with the same compile cache and the same crash handling.
+    ``function(program)``, ``active()``, ``check_usable()``, ``cuda_failures(...)`` and
+    ``grader_failures(...)`` to time launches in this backend's context with the same compile
+    cache and the same crash handling.
     """
 
     name = "gpu"
@@ -134,12 +136,12 @@ class GpuBackend(Backend):
         allocations = {}
         with self.active():
             try:
-                with self.copy_failures():
+                with self.grader_failures(COPYING):
                     for b in buffers:
                         allocations[b.name] = to_device(self.driver, b, self.canary_bytes)
                 with self.cuda_failures(launch.program, LaunchFailure):
                     elapsed_ms, stdout = self._run(function, launch, allocations)
-                with self.copy_failures():
+                with self.grader_failures(COPYING):
                     back = {
                         b.name: from_device(self.driver, b, allocations[b.name], self.canary_bytes)
                         for b in buffers
@@ -272,16 +274,17 @@ class GpuBackend(Backend):
             raise error_class(f"{program.filename}: {_describe(e, self._survived(e))}") from e
 
     @contextlib.contextmanager
-    def copy_failures(self):
-        """A copy between the host and the GPU that fails, before the kernel or after it finished
-        (its faults surface when the launch is waited for), is the grader's: its memory, its
-        driver, its machine. Raised as :class:`CopyFault`, which grading reports as its own
-        fault, flagged for regrading, never as the kernel's wrong answer."""
+    def grader_failures(self, what: str):
+        """CUDA failing in the grader's own work around a kernel is the grader's fault: the copies
+        before the kernel or after it finished (its faults surface when it is waited for), a timing
+        session's uploads and buffers: its memory, its driver, its machine. Raised as
+        :class:`GraderCudaFault`, which grading reports as its own fault, flagged for regrading,
+        never as the kernel's wrong answer."""
         try:
             yield
         except self.driver.Error as e:
             self._survived(e)
-            raise CopyFault(f"a copy between the host and the GPU failed: {e}") from e
+            raise GraderCudaFault(f"{what} failed: {e}") from e
 
     def _survived(self, error) -> bool:
         """Whether CUDA survived ``error``: not after a sticky one (a crashed kernel), when every
@@ -294,8 +297,9 @@ class GpuBackend(Backend):
         return True
 
 
-class CopyFault(AutograderError, RuntimeError):
-    """A copy of a launch's arrays to or from the GPU failed: the grader's problem, not the kernel's."""
+class GraderCudaFault(AutograderError, RuntimeError):
+    """CUDA failed in the grader's own work on the GPU (a copy, a timing session's buffers), not in
+    the kernel: the grader's problem."""
 
 
 def refuse_cooperative(launch: Launch) -> None:

@@ -133,11 +133,13 @@ GATE_PROGRAM = Program(GATE_SOURCE, "wait_for_round.cu", "wait_for_round")
 def time_case(backend, request: TimingRequest) -> Timing:
     """Run the protocol on ``backend`` (a :class:`GpuBackend`) and return the evidence."""
     backend.check_usable()
-    with backend.active(), backend.cuda_failures(request.student[0].program, LaunchFailure):
-        reading = query_clocks(backend)  # answered while the session uploads its input sets
-        session = _Session(backend, request)
+    with backend.active():
+        with backend.grader_failures("setting up the timing's input sets on the GPU"):
+            reading = query_clocks(backend)  # answered while the session uploads its input sets
+            session = _Session(backend, request)  # nothing of the student's has run yet
         try:
-            samples, wrong = session.measure()
+            with backend.cuda_failures(request.student[0].program, LaunchFailure):
+                samples, wrong = session.measure()
         finally:
             session.free()
     return Timing(

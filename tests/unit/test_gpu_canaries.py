@@ -190,10 +190,10 @@ def test_a_failed_copy_to_or_from_the_gpu_is_the_graders_fault_not_the_kernels(f
     """Copies run before the kernel or after it finished (its faults surface when it is waited
     for): their failure is a grader fault (grading flags the item for regrading), never a
     BackendError, which grading writes to the student as the kernel's."""
-    from autograder.backends.gpu import CopyFault
+    from autograder.backends.gpu import GraderCudaFault
     from autograder.contract import BackendError
 
-    with pytest.raises(CopyFault, match="copy between the host and the GPU failed") as raised:
+    with pytest.raises(GraderCudaFault, match="copy between the host and the GPU failed") as raised:
         _backend(_Driver(failing)).launch(_launch())
     assert not isinstance(raised.value, BackendError)
     ok = _backend(_Driver()).launch(_launch())

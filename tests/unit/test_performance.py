@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from autograder.backends import gpu_timing
+from autograder.backends.gpu import GpuBackend, GraderCudaFault
 from autograder.contract import (
     Buffer,
     Capabilities,
@@ -267,6 +268,7 @@ class _FakeCuda:
     """Just enough of pycuda.driver: memory as numpy bytes, kernels as Python functions."""
 
     Error = RuntimeError
+    Context = types.SimpleNamespace(synchronize=lambda: None)  # CUDA survives every error here
 
     def __init__(self):
         self.memory: dict[int, np.ndarray] = {}
@@ -353,6 +355,7 @@ class _FakeBackend:
     def __init__(self, kernels):
         self.driver = _FakeCuda()
         self.kernels = kernels  # program source -> Python kernel over (cuda, args)
+        self._failure = None
 
     def check_usable(self):
         pass
@@ -360,8 +363,10 @@ class _FakeBackend:
     def active(self):
         return contextlib.nullcontext()
 
-    def cuda_failures(self, program, error_class):
-        return contextlib.nullcontext()
+    # the GPU backend's own scopes: whose fault a CUDA error is
+    cuda_failures = GpuBackend.cuda_failures
+    grader_failures = GpuBackend.grader_failures
+    _survived = GpuBackend._survived
 
     def function(self, program, shared_bytes=0):
         if program.filename == "count_mismatches.cu":
@@ -449,6 +454,34 @@ def test_timing_protocol_interleaves_and_measures_a_slower_kernel():
     assert timing.reference_ms == 2.0 and timing.student_ms == 4.0 and timing.ratio == 2.0
     assert timing.repeats >= 12 and timing.repeats % 3 == 0 and timing.input_sets == 3
     assert timing.device == "Fake GPU" and timing.floor_ms is None
+
+
+def test_cuda_failing_while_the_session_uploads_is_the_graders_fault_and_in_a_launch_the_kernels():
+    """Until the student's kernel first runs in a session, only the grader has used the GPU: an
+    upload or an allocation that fails then (out of memory, a driver refusing a copy) is flagged
+    for regrading, never a LaunchFailure written to the student as the kernel's."""
+    backend = _FakeBackend({"reference": _vector_add})
+
+    def refused(dest, src):
+        raise backend.driver.Error("cuMemcpyHtoD failed: out of memory")
+
+    backend.driver.memcpy_htod = refused
+    with pytest.raises(
+        GraderCudaFault, match="setting up the timing's input sets on the GPU failed: cuMemcpy"
+    ):
+        gpu_timing.time_case(backend, _request("reference"))
+
+    calls = itertools.count()
+
+    def crashing(cuda, *args):  # its fault surfaces at a later CUDA call, as on a GPU
+        if next(calls) == 2:
+            raise cuda.Error("cuEventSynchronize failed: an illegal memory access was encountered")
+        _vector_add(cuda, *args)
+
+    with pytest.raises(LaunchFailure, match="an illegal memory access"):
+        gpu_timing.time_case(
+            _FakeBackend({"reference": _vector_add, "crashing": crashing}), _request("crashing")
+        )
 
 
 def test_timing_protocol_fails_a_kernel_that_replays_its_first_answer():
