@@ -68,6 +68,7 @@ from autograder.contract import Buffer, Launch, LaunchFailure, Program, Timing, 
 from autograder.errors import AutograderError
 
 WHO = ("student", "reference")
+ORDERS_SEED = 27  # the rounds' drawn orders (``_Session._order``): the same in every session
 
 COMPARE_SOURCE = r"""
 extern "C" __global__ void count_mismatches(const VALUE* got, const VALUE* want, unsigned long long n,
@@ -316,6 +317,7 @@ class _Session:
         self.changed = self.cuda.mem_alloc(4)
         self.launches = dict.fromkeys(WHO, 0)  # each kernel's launches so far, warm-up's too
         self.rounds_run = 0
+        self.orders = np.random.default_rng(ORDERS_SEED)  # who goes first in each round (``_order``)
         # the stop rule's next application, in launches timed of each kernel
         self.next_check = request.min_repeats
         self.settled = False  # the stop rule held
@@ -407,8 +409,9 @@ class _Session:
         try:
             self.cuda.memset_d32_async(done.bad, 0, len(done.events), self.stream)
             done.slots = []
+            first = int(self.orders.integers(2))  # who goes first on the round's first pair
             for index, input_set in enumerate(self.sets):
-                for who in self._order(index):
+                for who in self._order(index, first):
                     slot = len(done.slots)
                     self._launch(who, input_set, done.events[slot])
                     self._count_mismatches(input_set, int(done.bad) + 4 * slot)
@@ -440,11 +443,17 @@ class _Session:
         self.free_rounds.append(done)
         return done.slots, done.counts.copy()
 
-    def _order(self, pair: int) -> tuple[str, ...]:
-        """Who runs first on a round's ``pair``-th pair: each kernel on every other pair, so that
-        whatever running first or second costs falls on both alike; and each on the first pair
-        of every other round (with one round in flight, the launch that follows the host's wait)."""
-        return WHO if (self.rounds_run + pair) % 2 else WHO[::-1]
+    @staticmethod
+    def _order(pair: int, first: int) -> tuple[str, ...]:
+        """Who runs first on a round's ``pair``-th pair, ``WHO[first]`` on its first: each kernel
+        on every other pair, so that whatever running first or second costs falls on both alike.
+        ``first`` is drawn for each round (``orders``): on the H200 every schedule that turned the
+        order with the rounds' count met something the GPU or the host does periodically over
+        rounds. The reduction's reference timed against itself read 0.998 in every session when
+        the order turned every round, 1.0017 with that order reversed, 0.998 again when it turned
+        every second round; with a drawn order, 1.0000 in five sessions of six and 1.0005 in the
+        sixth (2026-12-03, ``bench/results/timing-spread.md``)."""
+        return WHO if (first + pair) % 2 == 0 else WHO[::-1]
 
     def _flush(self) -> None:
         """Leave nothing of the last launch in the L2, and nothing dirty: a read of the flush buffer."""
