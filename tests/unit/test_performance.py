@@ -836,6 +836,27 @@ def test_a_timing_the_backend_cannot_run_is_the_graders_fault_and_flagged_for_a_
     assert result.score == 0.0 and result.regrade and "cannot run this launch" in result.output
 
 
+def test_each_kernel_runs_first_on_every_other_input_set_of_a_round():
+    """The kernels as they run (not as the rounds record them): in pairs on one set, the first
+    alternating within each round, and either first on a round's first set."""
+    order = []
+
+    def recorded(name, kernel):
+        def run(cuda, *args):
+            order.append(name)
+            kernel(cuda, *args)
+
+        return run
+
+    kernels = {"reference": recorded("reference", _vector_add), "student": recorded("student", _vector_add)}
+    timing = gpu_timing.time_case(_FakeBackend(kernels), _request("student"))
+    pairs = [tuple(order[k : k + 2]) for k in range(3, len(order), 2)]  # after the 3 expected outputs
+    assert len(pairs) == timing.repeats + timing.input_sets and set(map(len, map(set, pairs))) == {2}
+    rounds = [[first for first, _second in pairs[k : k + 3]] for k in range(0, len(pairs), 3)]
+    assert all(r[0] != r[1] != r[2] for r in rounds)
+    assert {r[0] for r in rounds} == set(gpu_timing.WHO)
+
+
 # --- the clocks a timing records (gpu_timing.query_clocks) ------------------------------
 
 
