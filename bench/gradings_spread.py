@@ -5,7 +5,9 @@ Grades the references ``--runs`` times as a batch's GPU task does (``autograder 
 the listed cases are the same in all; or reads the TA reports given instead. Prints, for every
 case timed in every grading, the self-ratios (the reference timed against itself: 1 ideally),
 their spread ((max - min) / mean: the figure issue 27 holds to 0.2 %) and each kernel's
-launches; then each grading's wall time, and every item a grading scored below full marks.
+launches; then each case only some gradings timed (drawn from their seeds: ragged shapes no
+other grading times) with its self-ratio, the farthest from 1 first; then every item a grading
+scored below full marks. Each grading's wall time is printed as it ends.
 Results: ``bench/results/timing-spread.md``.
 
     python3 bench/gradings_spread.py [--runs 3] [--assignments a,b] [--keep DIR] [REPORT.json ...]
@@ -89,7 +91,25 @@ def main() -> None:
             print(f"grading {run}: {grade(path, assignments):.1f} s wall", flush=True)
             paths.append(path)
     reports = [json.loads(path.read_text()) for path in paths]
-    print("\n".join(table(reports) + short_of_full(reports)))
+    print("\n".join(table(reports) + drawn(reports) + short_of_full(reports)))
+
+
+def drawn(reports: list[dict]) -> list[str]:
+    """A row per case timed in some gradings but not all (each grading draws its own from its
+    seed), the self-ratio farthest from 1 first: the listed cases' spread says nothing of them."""
+    per_report = [timed_cases(report) for report in reports]
+    everywhere = set.intersection(*(set(cases) for cases in per_report)) if per_report else set()
+    rows = [
+        (abs(record["student_ms"] / record["reference_ms"] - 1), run, key, record)
+        for run, cases in enumerate(per_report)
+        for key, record in cases.items()
+        if key not in everywhere
+    ]
+    lines = ["", "| grading | assignment | drawn case | self-ratio | launches |", "|---|---|---|---|---|"]
+    for _off, run, (assignment, case), record in sorted(rows, key=lambda row: row[0], reverse=True):
+        ratio = record["student_ms"] / record["reference_ms"]
+        lines.append(f"| {run} | {assignment} | {case} | {ratio:.4f} | {record['repeats']} |")
+    return lines if rows else []
 
 
 def short_of_full(reports: list[dict]) -> list[str]:
