@@ -7,7 +7,7 @@ The protocol (``docs/performance.md``; the measurement principles in ``docs/gpu-
 - inputs rotate among several freshly drawn sets (each its own seed), so neither the L2
   nor a kernel that remembers its last answer sees the same data twice in a row;
 - on each input set both kernels run, one after the other, on that set's own device
-  buffers, the student's first on every other set and the reference's on the rest;
+  buffers, each kernel first on every other set of a round;
 - before each launch, outside the events: the outputs are poisoned again (NaN, or the
   integer sentinel: a memset where it repeats a 32-bit word, else a copy), and the L2 is
   flushed by a kernel that reads ``flush_bytes`` (by default twice the device's L2: 120 MiB
@@ -42,8 +42,8 @@ The protocol (``docs/performance.md``; the measurement principles in ``docs/gpu-
   reads a round's counts and applies the stop rule (for the reduction, 0.8 ms of host a round of
   six 64 µs launches, during which one round at a time left the GPU idle). The round in flight
   when the rule is met is timed and kept, a round queued behind a wrong output is set aside
-  unjudged. Within a round each kernel goes first on every other pair, and the first pair of
-  each round alternates between rounds;
+  unjudged. Within a round each kernel goes first on every other pair, and who goes first on
+  each round's first pair is drawn (``_Session._order`` says why not alternated);
 - each round waits on the GPU behind a gate (``GATE_PROGRAM``) until the host has queued all of
   it, so that no timed launch waits for the host between its events; the stop rule is applied
   once the launches timed have grown by a sixteenth since it last was.
