@@ -55,11 +55,11 @@ def timed_cases(report: dict) -> dict[tuple[str, str], dict]:
 
 def table(reports: list[dict]) -> list[str]:
     """A row per case timed in every report, the widest spread first."""
-    per_report = [timed_cases(report) for report in reports]
+    per_report, everywhere = _cases(reports)
     rows = []
-    for key in set.intersection(*(set(cases) for cases in per_report)):
+    for key in everywhere:
         records = [cases[key] for cases in per_report]
-        ratios = [r["student_ms"] / r["reference_ms"] for r in records]
+        ratios = [_ratio(r) for r in records]
         spread = (max(ratios) - min(ratios)) / (sum(ratios) / len(ratios))
         launches = [r["repeats"] for r in records]
         rows.append((spread, key, ratios, launches))
@@ -97,19 +97,29 @@ def main() -> None:
 def drawn(reports: list[dict]) -> list[str]:
     """A row per case timed in some gradings but not all (each grading draws its own from its
     seed), the self-ratio farthest from 1 first: the listed cases' spread says nothing of them."""
-    per_report = [timed_cases(report) for report in reports]
-    everywhere = set.intersection(*(set(cases) for cases in per_report)) if per_report else set()
+    per_report, everywhere = _cases(reports)
     rows = [
-        (abs(record["student_ms"] / record["reference_ms"] - 1), run, key, record)
+        (_ratio(record), run, key, record["repeats"])
         for run, cases in enumerate(per_report)
         for key, record in cases.items()
         if key not in everywhere
     ]
     lines = ["", "| grading | assignment | drawn case | self-ratio | launches |", "|---|---|---|---|---|"]
-    for _off, run, (assignment, case), record in sorted(rows, key=lambda row: row[0], reverse=True):
-        ratio = record["student_ms"] / record["reference_ms"]
-        lines.append(f"| {run} | {assignment} | {case} | {ratio:.4f} | {record['repeats']} |")
+    for ratio, run, (assignment, case), launches in sorted(
+        rows, key=lambda row: abs(row[0] - 1), reverse=True
+    ):
+        lines.append(f"| {run} | {assignment} | {case} | {ratio:.4f} | {launches} |")
     return lines if rows else []
+
+
+def _cases(reports: list[dict]) -> tuple[list[dict], set]:
+    """Each report's timed cases, and the cases every report timed (the listed ones)."""
+    per_report = [timed_cases(report) for report in reports]
+    return per_report, set.intersection(*(set(cases) for cases in per_report))
+
+
+def _ratio(record: dict) -> float:
+    return record["student_ms"] / record["reference_ms"]
 
 
 def short_of_full(reports: list[dict]) -> list[str]:
