@@ -199,6 +199,10 @@ class TimingRequest:
     # rounds queued on the GPU at a time (gpu_timing): 2, the next one running while the host judges
     # one; 1, the GPU idle while it does (as until 2026-12-03)
     rounds_in_flight: int = 2
+    # the ratios between which the score changes (the item's full_at and zero_at): the repeats also
+    # end once the ratio is known to lie below the first or above the second (``gpu_timing.decided``),
+    # where more launches could not change the score; None: only ``target_spread`` ends them
+    scored_between: tuple[float, float] | None = None
 
     @property
     def limit_s(self) -> float:
@@ -222,6 +226,9 @@ class Timing:
     floor_ms: float | None = None  # the physical floor; set by the grading side, which knows the work
     work_flops: float | None = None  # the spec's flops on this case (the roofline's measured point); ditto
     wrong: str | None = None  # the first timed launch whose outputs were wrong, described
+    # the repeats ended with the ratio known to lie outside the request's ``scored_between``, short
+    # of ``target_spread``: enough for the score, not for the ratio's last digits
+    decided: bool = False
 
     @property
     def ratio(self) -> float:

@@ -4,10 +4,12 @@ Grades the references ``--runs`` times as a batch's GPU task does (``autograder 
 --backend gpu --timed-only``), each with a fresh seed, so each draws its own extra cases while
 the listed cases are the same in all; or reads the TA reports given instead. Prints, for every
 case timed in every grading, the self-ratios (the reference timed against itself: 1 ideally),
-their spread ((max - min) / mean: the figure issue 27 holds to 0.2 %) and each kernel's
-launches; then each case only some gradings timed (drawn from their seeds: ragged shapes no
-other grading times) with its self-ratio, the farthest from 1 first; then every item a grading
-scored below full marks. Each grading's wall time is printed as it ends.
+their spread ((max - min) / mean: the figure issue 27 holds to 0.2 %), each kernel's launches and
+in how many gradings the case was decided (its repeats ended once the ratio lay outside the
+range where the item's score changes: ``gpu_timing.decided``, short of the spread's precision);
+then each case only some gradings timed (drawn from their seeds: ragged shapes no other grading
+times) with its self-ratio, the farthest from 1 first; then every item a grading scored below
+full marks. Each grading's wall time is printed as it ends.
 Results: ``bench/results/timing-spread.md``.
 
     python3 bench/gradings_spread.py [--runs 3] [--assignments a,b] [--keep DIR] [REPORT.json ...]
@@ -62,12 +64,17 @@ def table(reports: list[dict]) -> list[str]:
         ratios = [_ratio(r) for r in records]
         spread = (max(ratios) - min(ratios)) / (sum(ratios) / len(ratios))
         launches = [r["repeats"] for r in records]
-        rows.append((spread, key, ratios, launches))
-    lines = ["| assignment | case | self-ratios | spread % | launches |", "|---|---|---|---|---|"]
-    for spread, (assignment, case), ratios, launches in sorted(rows, reverse=True):
+        decided = sum(bool(r.get("decided")) for r in records)
+        rows.append((spread, key, ratios, launches, decided))
+    lines = [
+        "| assignment | case | self-ratios | spread % | launches | decided |",
+        "|---|---|---|---|---|---|",
+    ]
+    for spread, (assignment, case), ratios, launches, decided in sorted(rows, reverse=True):
         shown = " ".join(f"{r:.4f}" for r in ratios)
         lines.append(
-            f"| {assignment} | {case} | {shown} | {100 * spread:.2f} | {min(launches)}-{max(launches)} |"
+            f"| {assignment} | {case} | {shown} | {100 * spread:.2f} | {min(launches)}-{max(launches)} "
+            f"| {decided} of {len(ratios)} |"
         )
     return lines
 
@@ -99,16 +106,20 @@ def drawn(reports: list[dict]) -> list[str]:
     seed), the self-ratio farthest from 1 first: the listed cases' spread says nothing of them."""
     per_report, everywhere = _cases(reports)
     rows = [
-        (_ratio(record), run, key, record["repeats"])
+        (_ratio(record), run, key, record["repeats"], "yes" if record.get("decided") else "no")
         for run, cases in enumerate(per_report)
         for key, record in cases.items()
         if key not in everywhere
     ]
-    lines = ["", "| grading | assignment | drawn case | self-ratio | launches |", "|---|---|---|---|---|"]
-    for ratio, run, (assignment, case), launches in sorted(
+    lines = [
+        "",
+        "| grading | assignment | drawn case | self-ratio | launches | decided |",
+        "|---|---|---|---|---|---|",
+    ]
+    for ratio, run, (assignment, case), launches, decided in sorted(
         rows, key=lambda row: abs(row[0] - 1), reverse=True
     ):
-        lines.append(f"| {run} | {assignment} | {case} | {ratio:.4f} | {launches} |")
+        lines.append(f"| {run} | {assignment} | {case} | {ratio:.4f} | {launches} | {decided} |")
     return lines if rows else []
 
 

@@ -36,7 +36,11 @@ The protocol (``docs/performance.md``; the measurement principles in ``docs/gpu-
   ``max_repeats`` ends them. A short kernel's launches vary by a few percent among
   themselves (a 73 µs reduction: 3 % from the 10th to the 90th percentile on the H200), so it
   needs hundreds of launches where a long one settles after the first 30
-  (``bench/results/timing-spread.md``);
+  (``bench/results/timing-spread.md``). A grading's request also names the ratios between which
+  the item's score changes (``scored_between``): the rounds end as well, after ``min_repeats``,
+  once the ratio is known to lie outside them (``decided``), where more launches could not change
+  the score: a kernel as fast as the reference, against a full_at of 1.2 or more, or one four
+  times slower against a zero_at of 3;
 - a round is one pass over the input sets. The next round is queued on the GPU before the host
   waits for this one (``rounds_in_flight``, 2 by default), so the GPU has work while the host
   reads a round's counts and applies the stop rule (for the reduction, 0.8 ms of host a round of
@@ -69,6 +73,7 @@ from autograder.errors import AutograderError
 
 WHO = ("student", "reference")
 ORDERS_SEED = 27  # the rounds' drawn orders (``_Session._order``): the same in every session
+DECIDED_ERRORS = 4.0  # a ratio this many standard errors outside the scored range is ``decided``
 
 COMPARE_SOURCE = r"""
 extern "C" __global__ void count_mismatches(const VALUE* got, const VALUE* want, unsigned long long n,
@@ -154,10 +159,11 @@ def time_case(backend, request: TimingRequest) -> Timing:
         device=backend.device_name,
         clocks=reading(),
         wrong=wrong,
+        decided=session.decided,
     )
 
 
-def _median(samples_ms: list[float]) -> float:
+def _median(samples_ms: Sequence[float]) -> float:
     return float(np.median(samples_ms)) if samples_ms else math.nan  # none: wrong at warm-up
 
 
@@ -183,6 +189,23 @@ def settled(
     if min(len(student_ms), len(reference_ms)) < min_repeats:
         return False
     return math.hypot(median_spread(student_ms), median_spread(reference_ms)) < target
+
+
+def decided(
+    student_ms: Sequence[float],
+    reference_ms: Sequence[float],
+    between: tuple[float, float] | None,
+    min_repeats: int,
+) -> bool:
+    """Enough repeats, and the ratio of the medians known to lie below ``between[0]`` or above
+    ``between[1]`` (the ratios between which a score changes) by ``DECIDED_ERRORS`` of its
+    standard errors: more launches would refine the ratio, not the score."""
+    if between is None or min(len(student_ms), len(reference_ms)) < min_repeats:
+        return False
+    ratio = _median(student_ms) / _median(reference_ms)
+    error = DECIDED_ERRORS * math.hypot(median_spread(student_ms), median_spread(reference_ms))
+    low, high = between
+    return ratio * (1 + error) < low or ratio * (1 - error) > high
 
 
 class _Buffers:
@@ -321,6 +344,7 @@ class _Session:
         # the stop rule's next application, in launches timed of each kernel
         self.next_check = request.min_repeats
         self.settled = False  # the stop rule held
+        self.decided = False  # ... because the ratio was known outside ``scored_between`` (``decided``)
         self.restoring = False  # a kernel changed its inputs: restore them before every launch
 
     def measure(self) -> tuple[dict[str, list[float]], str | None]:
@@ -339,7 +363,7 @@ class _Session:
         queued on the GPU at a time: the next ones run while the host judges the first."""
         wrong = self._judge(self._queue(), {}, timed=False)
         samples: dict[str, list[float]] = {who: [] for who in WHO}
-        self.next_check, self.settled = self.request.min_repeats, False
+        self.next_check, self.settled, self.decided = self.request.min_repeats, False, False
         started = time.monotonic()
         queued: collections.deque[_Round] = collections.deque()
         while wrong is None:
@@ -352,10 +376,11 @@ class _Session:
 
     def _done(self, samples: dict[str, list[float]], queued: Sequence[_Round], started: float) -> bool:
         """No more rounds to queue: the launches timed and queued reach ``max_repeats``, the budget
-        is spent, or the ratio is settled on what was timed so far. The rule is applied once the
-        launches timed have grown by a sixteenth since it last was (``next_check``): its
-        percentiles over every launch so far cost the host more than a short kernel's round costs
-        the GPU (0.4 ms against 0.6 for the reduction), and would leave the GPU waiting."""
+        is spent, or the ratio is settled (or ``decided``) on what was timed so far. The rules are
+        applied once the launches timed have grown by a sixteenth since they last were
+        (``next_check``): their percentiles over every launch so far cost the host more than a
+        short kernel's round costs the GPU (0.4 ms against 0.6 for the reduction), and would leave
+        the GPU waiting."""
         r = self.request
         timed = len(samples["student"])
         repeats = timed + sum(len(q.slots) for q in queued) // 2
@@ -364,6 +389,10 @@ class _Session:
         if not self.settled and timed >= self.next_check:
             self.next_check = max(r.min_repeats, timed + timed // 16)
             self.settled = settled(samples["student"], samples["reference"], r.target_spread, r.min_repeats)
+            if not self.settled:
+                self.settled = self.decided = decided(
+                    samples["student"], samples["reference"], r.scored_between, r.min_repeats
+                )
         return self.settled
 
     def _judge(

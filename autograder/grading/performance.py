@@ -233,6 +233,21 @@ def not_run(metric: str, reason: str = "needs a GPU") -> PerformanceEvidence:
     )
 
 
+def timed_again(timings: Sequence[Timing], scored_between: tuple[float, float] | None) -> set[int]:
+    """The cases whose timing was ``decided`` (its repeats ended once the ratio lay outside
+    ``scored_between``) but must be timed to full precision: all of them, unless every case's
+    ratio lies on one side of the range. Only then is the item's score decided (the geometric mean
+    of ratios all below full_at is below it; all above zero_at, above it); otherwise a decided
+    ratio's error, larger than a settled one's, would move the score of the mean it enters."""
+    decided = {k for k, t in enumerate(timings) if t.decided}
+    if scored_between is None or not decided or any(t.wrong for t in timings):  # wrong: no points at all
+        return set()
+    low, high = scored_between
+    if all(t.ratio < low for t in timings) or all(t.ratio > high for t in timings):
+        return set()
+    return decided
+
+
 def is_timed(metric: str | None) -> TypeGuard[str]:
     """Measured as device time (by a backend that ``measures_time``), not counted (an item's
     ``metric``: None, an item with no metric, is not timed)."""

@@ -312,21 +312,31 @@ class CaseRunner:
             requests = timing_requests(self.spec, sources, group, self.secret, self.case_s)
             self._timing_requests[group] = Background(_listed_after, gate, requests)
 
-    def timings(self, group: str) -> list[Timing]:
-        """Student against reference on the grading backend, each case with its physical floor."""
-        grading = self.roles["grading"][0]
+    def timings(self, group: str, scored_between: tuple[float, float] | None = None) -> list[Timing]:
+        """Student against reference on the grading backend, each case with its physical floor.
+
+        With ``scored_between`` (the item's full_at and zero_at) a case's repeats may end once its
+        ratio is decided outside them (``gpu_timing.decided``). The item's score combines its
+        cases, so decided cases stand only where they decide it: those the combination still
+        needs (``performance.timed_again``) are timed again on their same inputs, to the full
+        precision."""
         drawn = self._timing_requests.pop(group, None)
-        requests = (
-            drawn.result()
-            if drawn
-            else timing_requests(self.spec, self._timed_sources(), group, self.secret, self.case_s)
-        )
-        return [
-            performance.with_work(
-                grading.time(self._submitted_request(r)), performance.minimum_work(self.spec, r.case)
-            )
-            for r in requests
-        ]
+        requests = drawn.result() if drawn else self._timing_requests_of(group)
+        timings = [self._timed(replace(r, scored_between=scored_between)) for r in requests]
+        again = performance.timed_again(timings, scored_between)
+        for k, request in enumerate(self._timing_requests_of(group) if again else ()):
+            if k in again:
+                timings[k] = self._timed(request)
+        return timings
+
+    def _timing_requests_of(self, group: str) -> Iterator[TimingRequest]:
+        """The timing's requests for ``group``, drawn now (each time the same: their seeds are the case's)."""
+        return timing_requests(self.spec, self._timed_sources(), group, self.secret, self.case_s)
+
+    def _timed(self, request: TimingRequest) -> Timing:
+        """One case timed on the grading backend, with its physical floor."""
+        timing = self.roles["grading"][0].time(self._submitted_request(request))
+        return performance.with_work(timing, performance.minimum_work(self.spec, request.case))
 
     def _timed_sources(self) -> dict[str, str]:
         """Both kernels' sources, as timing needs them (where ``why_untimed`` is None)."""

@@ -166,6 +166,28 @@ def test_a_gemm_that_replays_its_product_is_flagged_by_the_flop_floor():
         assert not honest.below_floor
 
 
+def _decided(ratio, decided=True, wrong=None):
+    return dataclasses.replace(_timing(ratio, wrong=wrong), decided=decided)
+
+
+@pytest.mark.parametrize(
+    "timings, again",
+    [
+        ([_decided(1.0), _decided(0.9)], set()),  # all below full_at: full marks whatever the digits
+        ([_decided(5.0), _decided(9.0)], set()),  # all above zero_at: none
+        ([_decided(1.0), _decided(2.0, decided=False)], {0}),  # 1.0 enters a mean the score reads
+        ([_decided(1.0), _decided(5.0)], {0, 1}),  # their mean, 2.2, is scored
+        ([_decided(1.0), _decided(1.1, decided=False)], set()),  # settled below: still a decided mean
+        ([_decided(5.0), _decided(1.1, decided=False)], {0}),
+        ([_decided(2.0, decided=False)], set()),  # nothing decided
+        ([_decided(1.0), _decided(5.0, decided=False, wrong="launch 3 ...")], set()),  # no points at all
+    ],
+)
+def test_decided_timings_stand_only_where_they_decide_the_items_score(timings, again):
+    assert perf.timed_again(timings, (1.2, 4.0)) == again
+    assert perf.timed_again(timings, None) == set()
+
+
 def test_timing_requests_rotate_fresh_input_sets_of_each_perf_case():
     spec = load_specs(ROOT)["vector_add"]
     source = (ROOT / "reference" / "vector_add.cu").read_text()
@@ -250,6 +272,33 @@ def test_settled_needs_both_repeats_and_a_small_spread_of_the_ratio():
     assert not gpu_timing.settled(steady[:9], steady, target=0.003, min_repeats=30)
     noisy = list(np.random.default_rng(2).uniform(0.5, 1.5, 60))
     assert not gpu_timing.settled(steady, noisy, target=0.003, min_repeats=30)
+
+
+@pytest.mark.parametrize(
+    "ratio, spread, decided",
+    [
+        (1.0, 0.02, True),
+        (1.18, 0.02, True),
+        (1.19, 0.02, False),
+        (1.3, 0.02, False),
+        (3.9, 0.02, False),
+        (4.03, 0.02, False),
+        (4.05, 0.02, True),
+        (4.4, 0.2, True),
+        (4.4, 0.3, False),
+    ],
+)
+def test_a_ratio_is_decided_only_four_of_its_errors_outside_the_scored_range(ratio, spread, decided):
+    """200 launches of each kernel, the reference's spread 2 %: at the student's 2 % each median is
+    known to about 0.18 %, their ratio to 0.25 %, and four errors are 1 %: decided below 1.2 under
+    1.188, above 4 over 4.04. A student's spread of 20 % makes four errors 7 % (4.4 decided), of
+    30 %, 11 % (4.4 not yet)."""
+    rng = np.random.default_rng(4)
+    reference = list(1.0 + 0.02 * rng.standard_normal(200))
+    student = list(ratio * (1.0 + spread * rng.standard_normal(200)))
+    assert gpu_timing.decided(student, reference, (1.2, 4.0), min_repeats=30) == decided
+    assert not gpu_timing.decided(student, reference, None, min_repeats=30)  # no range: never
+    assert not gpu_timing.decided(student[:20], reference[:20], (1.2, 4.0), min_repeats=30)
 
 
 def test_the_ratio_is_settled_only_when_both_medians_errors_together_are_small():
@@ -703,6 +752,27 @@ def test_the_stop_rule_is_applied_as_the_launches_grow_by_a_sixteenth(monkeypatc
     assert applied[0] == request.min_repeats
 
 
+@pytest.mark.parametrize(
+    "student_ticks, scored_between, decided",
+    [(100, (1.2, 4.0), True), (500, (1.2, 4.0), True), (200, (1.2, 4.0), False), (100, None, False)],
+)
+def test_the_repeats_end_once_the_ratio_is_decided_outside_the_scored_range(
+    student_ticks, scored_between, decided
+):
+    """Launches spread by about 4 %, never settled to the 0.08 % asked within 300 launches: a
+    ratio of 1 or 5 against a score that changes between 1.2 and 4 is decided at the first
+    application of the rules (12 launches, and the round then in flight kept), one of 2 is not, nor
+    is any ratio without a range."""
+    noise = np.random.default_rng(5)
+    student, _ = _costing(lambda n: student_ticks + int(noise.integers(0, student_ticks // 10)))
+    reference, _ = _costing(lambda n: 100 + int(noise.integers(0, 10)))
+    request = dataclasses.replace(_request("student"), max_repeats=300, scored_between=scored_between)
+    timing = gpu_timing.time_case(_FakeBackend({"student": student, "reference": reference}), request)
+    assert timing.decided == decided and timing.wrong is None
+    assert timing.repeats == (12 + 3 if decided else 300)  # with the round in flight at 12
+    assert timing.ratio == pytest.approx(student_ticks / 100, rel=0.05)
+
+
 @pytest.mark.parametrize("in_flight", [1, 2])
 def test_no_round_is_queued_past_max_repeats(in_flight):
     """The repeats end at the first multiple of the three sets past max_repeats (21 of 20), the
@@ -782,7 +852,8 @@ class _Runs:
     def correctness_outcomes(self):
         return self.outcomes("grading", "ragged")
 
-    def timings(self, group):
+    def timings(self, group, scored_between=None):
+        self.scored_between = scored_between
         if isinstance(self.timings_given, Exception):
             raise self.timings_given
         return list(self.timings_given)
@@ -798,7 +869,9 @@ def test_performance_item_without_gpu_is_not_run_and_flagged():
 
 
 def test_performance_item_on_gpu_scores_the_timing_with_its_evidence():
-    result = checks.performance_check(PERF_ITEM, _Runs("gpu", [_timing(2.0, 1.0)]))
+    runs = _Runs("gpu", [_timing(2.0, 1.0)])
+    result = checks.performance_check(PERF_ITEM, runs)
+    assert runs.scored_between == (1.25, 4.0)  # the timing may stop where the score cannot change
     assert 0.0 < result.score < 3.0 and not result.regrade
     assert result.evidence.ratio.ratio == pytest.approx(2.0)
     assert result.evidence.ratio.cases[0]["device"] == "NVIDIA H200"

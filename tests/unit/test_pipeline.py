@@ -1,5 +1,6 @@
 import dataclasses
 import json
+import math
 
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
@@ -421,6 +422,44 @@ def test_cases_drawn_ahead_for_timing_are_those_drawn_in_turn(course, submit):
         expected.case,
         expected.rtol,
     )
+
+
+class Deciding(Timed):
+    """Times n=1024 at 1.0x the reference and n=2048 at ``slower``, each decided where the request
+    names a scored range and the ratio lies outside it."""
+
+    def __init__(self, slower):
+        super().__init__()
+        self.slower = slower
+
+    def time(self, request):
+        self.requests.append(request)
+        ratio = 1.0 if request.case["n"] == 1024 else self.slower
+        low, high = request.scored_between or (-math.inf, math.inf)
+        timing = Timing(request.case, ratio, 1.0, 0.01, 0.01, 30, len(request.student), "fake")
+        return dataclasses.replace(timing, decided=not low <= ratio <= high)
+
+
+@pytest.mark.parametrize("slower, again", [(2.0, [1024]), (5.0, [1024, 2048]), (1.1, [])])
+def test_a_decided_case_is_timed_again_on_its_inputs_where_the_items_score_needs_its_digits(
+    course, slower, again
+):
+    """A case as fast as the reference is decided (full marks, whatever more launches say), but the
+    item's score is the geometric mean of its cases': with a case at 2x (scored) or at 5x (above
+    zero_at) beside it, the decided ones are timed again, on the same inputs, to full precision;
+    with a case at 1.1x (full marks too) the decided one stands."""
+    perf = ({"n": 1024, "T": 32}, {"n": 2048, "T": 32})
+    spec = dataclasses.replace(course.specs["vec"], cases={**course.specs["vec"].cases, "perf": perf})
+    sources = {"student": VEC_SOURCE, "reference": (course.root / "reference/vec.cu").read_text()}
+    timed = Deciding(slower)
+    runner = pipeline.CaseRunner(spec, sources, Backends(grading=timed, safety=FakeBackend()), 5, 60, 1e9)
+    timings = runner.timings("perf", (1.2, 4.0))
+    asked = [(r.case["n"], r.scored_between) for r in timed.requests]
+    assert asked == [(1024, (1.2, 4.0)), (2048, (1.2, 4.0)), *((n, None) for n in again)]
+    assert [t.decided for t in timings] == [not again and slower < 1.2] * 2
+    for request in timed.requests[2:]:
+        first = next(r for r in timed.requests if r.case == request.case)
+        assert list(map(_arrays, request.student)) == list(map(_arrays, first.student))
 
 
 VEC_SOURCE = """
