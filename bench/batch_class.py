@@ -15,13 +15,14 @@ current (and starts no Ray). On a GPU it also prints the GPU busy time (what the
 ``gpu.busy_s`` add up to: how long the GPU tasks held a GPU) and submissions per GPU-hour, of
 the GPUs' wall time (``--gpus``, default ``nvidia-smi``'s count) and of their busy time, and how
 far the timed ratios of the class's copies of reference kernels (each should be 1) spread under
-the batch's load; ``--tasks-per-gpu`` is batch's.
+the batch's load, and the GPU time of the timed launches themselves (launches times medians);
+``--tasks-per-gpu`` is batch's; ``--keep DIR`` keeps each submission's TA report.
 Prints a Markdown table; ``--record FILE`` appends it with the date; ``--sample 0`` leaves out
 the comparison.
 
     python3 bench/batch_class.py [--size 300] [--sample 10] [--record bench/results/batch.md]
     python3 bench/batch_class.py --backend gpu --whole --size 40 [--tasks-per-gpu 3] \
-        --record bench/results/batch-gpu.md
+        [--keep DIR] --record bench/results/batch-gpu.md
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import importlib.util
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -180,6 +182,26 @@ def gpu_busy_s(out: Path) -> float:
     return total
 
 
+def timed_launches_s(out: Path) -> float:
+    """The GPU time of the class's timed launches: each timed case's launches of both kernels times
+    their medians, from the TA reports (warm-up rounds, flushes and output checks left out): how
+    much of the GPU tasks' time the timing's own kernels are."""
+    total = 0.0
+    for report in out.glob("*/report.json"):
+        for item in json.loads(report.read_text()).get("items", []):
+            for case in ((item.get("evidence") or {}).get("ratio") or {}).get("cases", []):
+                if item["check"] == "performance" and "repeats" in case:
+                    total += case["repeats"] * (case["student_ms"] + case["reference_ms"]) / 1e3
+    return total
+
+
+def keep_reports(out: Path, folder: Path) -> None:
+    """Each submission's TA report, as ``folder/<submission>.json``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for report in out.glob("*/report.json"):
+        shutil.copyfile(report, folder / f"{report.parent.name}.json")
+
+
 def reference_items(export: Path, out: Path) -> list[tuple[str, dict]]:
     """(submission, report item) for every item graded on a submitted copy of a reference kernel."""
     items = []
@@ -269,13 +291,16 @@ def main() -> None:
     parser.add_argument(
         "--tasks-per-gpu", type=int, default=1, help="GPU tasks sharing a GPU (batch's option)"
     )
+    parser.add_argument("--keep", type=Path, default=None, help="copy each submission's TA report here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)
         export, out = make_class(args.size, scratch, args.whole), scratch / "out"
         extra = ["--tasks-per-gpu", str(args.tasks_per_gpu)] if args.backend == "gpu" else []
         wall, summary, peak_mb, after_s = run_batch(export, out, args.backend, extra)
-        busy_s = gpu_busy_s(out)
+        busy_s, timed_s = gpu_busy_s(out), timed_launches_s(out)
+        if args.keep:
+            keep_reports(out, args.keep)
         copies = reference_items(export, out)
         ratios = reference_ratios(copies)
         rerun, rerun_summary, _, _ = run_batch(export, out, args.backend, extra)
@@ -292,6 +317,8 @@ def main() -> None:
             f"(GPUs x wall time): {100 * busy_s / (gpus * wall):.0f} % |",
             f"| submissions per GPU-hour (GPUs x wall time) | {args.size / (gpus * wall) * 3600:.0f} |",
             f"| submissions per GPU-hour (GPU busy time) | {per_busy} |",
+            f"| GPU time of the timed launches (launches x medians, both kernels) | {timed_s:.0f} s: "
+            f"{timed_s / args.size:.1f} s a submission |",
             *ratio_rows(ratios),
         ]
     table = "\n".join(

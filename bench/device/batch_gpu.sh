@@ -6,7 +6,8 @@
 # submissions per GPU-hour (TASKS_PER_GPU: batch's --tasks-per-gpu, default 1); and, sampled
 # every half second meanwhile, how busy the GPU was (nvidia-smi's utilization: the share of the
 # time a kernel ran) and the host's cores (vmstat), which say whether the GPU or the host limits
-# the batch. Results in bench/results/batch-gpu.md. Carried folders: ray_setup.sh.
+# the batch; each submission's TA report is kept in $OUT/reports. Results in
+# bench/results/batch-gpu.md. Carried folders: ray_setup.sh.
 set -uo pipefail
 OUT=${OUT:-/tmp/batch-gpu-out}
 source bench/device/ray_setup.sh
@@ -16,7 +17,7 @@ vmstat -n 1 >"$OUT/vmstat.txt" &
 vm=$!
 section "bench/batch_class.py --backend gpu"
 timeout "${LIMIT_S:-520}" "$PY" bench/batch_class.py --backend gpu --whole --size "${SIZE:-12}" --sample 0 \
-    --tasks-per-gpu "${TASKS_PER_GPU:-1}" 2>&1 | tail -30
+    --tasks-per-gpu "${TASKS_PER_GPU:-1}" --keep "$OUT/reports" 2>&1 | tail -30
 kill "$smi" "$vm"
 section "utilization while the batch ran"
 awk '{n++; s+=$1; if ($1 > 0) busy++} END {printf "GPU: %d samples, mean utilization %.0f %%, a kernel running in %.0f %% of them\n", n, s/n, 100*busy/n}' "$OUT/gpu-util.txt"
