@@ -173,6 +173,11 @@ class LaunchResult:
     elapsed_ms: float | None = None  # device time of the launch (gpu backend only)
 
 
+# The timing's finest precision: the relative standard error of a ratio at which its repeats end,
+# unless the request asks for less (a grading asks what its item's score needs, ``performance.Scoring``)
+PRECISE_SPREAD = 0.0008
+
+
 @dataclass(frozen=True)
 class TimingRequest:
     """What to time: the student's launches (one per input set) and the reference program.
@@ -191,7 +196,7 @@ class TimingRequest:
     tolerance_factor: float = 2.0
     min_repeats: int = 30
     max_repeats: int = 3000
-    target_spread: float = 0.0008  # relative standard error of the ratio that ends the repeats
+    target_spread: float = PRECISE_SPREAD  # relative standard error of the ratio that ends the repeats
     budget_s: float = 20.0
     # an L2 flush before every launch; None: twice the device's L2 (on the H200, 120 MiB: the same
     # medians as 256 MiB, in 10-15 % less of a short kernel's session, bench/results/timing-spread.md)

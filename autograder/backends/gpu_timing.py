@@ -36,11 +36,13 @@ The protocol (``docs/performance.md``; the measurement principles in ``docs/gpu-
   ``max_repeats`` ends them. A short kernel's launches vary by a few percent among
   themselves (a 73 µs reduction: 3 % from the 10th to the 90th percentile on the H200), so it
   needs hundreds of launches where a long one settles after the first 30
-  (``bench/results/timing-spread.md``). A grading's request also names the ratios between which
-  the item's score changes (``scored_between``): the rounds end as well, after ``min_repeats``,
-  once the ratio is known to lie outside them (``decided``), where more launches could not change
-  the score: a kernel as fast as the reference, against a full_at of 1.2 or more, or one four
-  times slower against a zero_at of 3;
+  (``bench/results/timing-spread.md``). A grading asks the precision its item's score needs
+  instead (``performance.Scoring``: the score known to 0.005 points, 0.13-0.21 % of the ratio
+  for this course's items), and names the ratios between which the score changes
+  (``scored_between``): the rounds end as well, after ``min_repeats``, once the ratio is known to
+  lie outside them (``decided``), where more launches could not change the score: a kernel as
+  fast as the reference against a full_at of 1.2 or more, or one five times slower against a
+  zero_at of 4;
 - a round is one pass over the input sets. The next round is queued on the GPU before the host
   waits for this one (``rounds_in_flight``, 2 by default), so the GPU has work while the host
   reads a round's counts and applies the stop rule (for the reduction, 0.8 ms of host a round of

@@ -51,9 +51,9 @@ class Runs(Protocol):
     def same_backend(self, role: str, other: str) -> bool:
         """Whether two roles are played by the same backend."""
 
-    def timings(self, group: str, scored_between: tuple[float, float] | None = None) -> list[Timing]:
+    def timings(self, group: str, scoring: performance.Scoring | None = None) -> list[Timing]:
         """Student against reference, interleaved on the grading backend, for every case of ``group``;
-        repeats spared where they could not move a score between ``scored_between`` (full_at, zero_at)."""
+        with ``scoring``, each timed to the precision its item's score needs."""
 
     def why_untimed(self) -> str | None:
         """Why ``timings`` cannot run here (no GPU, no reference kernel); None when they can."""
@@ -182,7 +182,7 @@ def performance_check(item: Item, runs: Runs) -> ItemResult:
         return gate
     _, full_at, zero_at = _ratio_rule(item)
     try:
-        timings = runs.timings(item.cases, (full_at, zero_at))
+        timings = runs.timings(item.cases, performance.Scoring.of(item.points, full_at, zero_at))
         evidence = performance.score_timings(timings, full_at, zero_at)
     except Unsupported as e:  # what the backend cannot run is the grader's limit: a person should look
         return _result(item, 0.0, [f"timing failed: {e}"], outcomes, regrade=True)

@@ -27,7 +27,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from autograder.contract import Timing
+from autograder.contract import PRECISE_SPREAD, Timing
 from autograder.course.spec import Array, Case, Spec, evaluate
 from autograder.course.vocabulary import TIME
 from autograder.feedback import counted
@@ -233,19 +233,46 @@ def not_run(metric: str, reason: str = "needs a GPU") -> PerformanceEvidence:
     )
 
 
-def timed_again(timings: Sequence[Timing], scored_between: tuple[float, float] | None) -> set[int]:
-    """The cases whose timing was ``decided`` (its repeats ended once the ratio lay outside
-    ``scored_between``) but must be timed to full precision: all of them, unless every case's
-    ratio lies on one side of the range. Only then is the item's score decided (the geometric mean
-    of ratios all below full_at is below it; all above zero_at, above it); otherwise a decided
-    ratio's error, larger than a settled one's, would move the score of the mean it enters."""
-    decided = {k for k, t in enumerate(timings) if t.decided}
-    if scored_between is None or not decided or any(t.wrong for t in timings):  # wrong: no points at all
+# A timed item's score is known to this many points (one standard error) when its cases' repeats
+# end: Gradescope shows two decimals, and a regrade should not move them.
+SCORE_ERROR = 0.005
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """What a timing needs of its item's scoring: the ratios between which the score changes
+    (``full_at``, ``zero_at``), and the relative standard error of a case's ratio at which the
+    score is known to ``SCORE_ERROR`` points (its repeats may end there)."""
+
+    between: tuple[float, float]
+    spread: float
+
+    @classmethod
+    def of(cls, points: float, full_at: float, zero_at: float) -> Scoring:
+        """Between full_at and zero_at the score falls by ``points * dlog(ratio) / log(zero_at /
+        full_at)``: a ratio known to ``spread`` knows it to ``SCORE_ERROR`` points. The item's ratio
+        is the geometric mean of its cases', whose errors shrink in it, so each case's is enough.
+        Never finer than the timing's own finest (``PRECISE_SPREAD``), which no more repeats beat."""
+        spread = SCORE_ERROR * math.log(zero_at / full_at) / points
+        return cls((full_at, zero_at), max(spread, PRECISE_SPREAD))
+
+
+def timed_again(timings: Sequence[Timing], scoring: Scoring | None) -> set[int]:
+    """The cases whose timing was ``decided`` (its repeats ended once the ratio lay outside the
+    scored range, short of ``scoring.spread``) and must be timed again to that precision: none
+    when every case's ratio lies on one side of the range, for then the item's score is decided
+    (the geometric mean of ratios all below full_at is below it; all above zero_at, above it);
+    otherwise a decided ratio's larger error would move the score of the mean it enters."""
+    if scoring is None or any(t.wrong for t in timings):  # wrong: no points at all
         return set()
-    low, high = scored_between
+    low, high = scoring.between
     if all(t.ratio < low for t in timings) or all(t.ratio > high for t in timings):
         return set()
-    return decided
+    return {
+        k
+        for k, t in enumerate(timings)
+        if t.decided and math.hypot(t.student_spread, t.reference_spread) >= scoring.spread
+    }
 
 
 def is_timed(metric: str | None) -> TypeGuard[str]:

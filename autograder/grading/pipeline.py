@@ -18,6 +18,7 @@ grading that needs a GPU, which ``autograder batch`` runs apart from the rest.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import re
 import secrets
@@ -312,21 +313,24 @@ class CaseRunner:
             requests = timing_requests(self.spec, sources, group, self.secret, self.case_s)
             self._timing_requests[group] = Background(_listed_after, gate, requests)
 
-    def timings(self, group: str, scored_between: tuple[float, float] | None = None) -> list[Timing]:
+    def timings(self, group: str, scoring: performance.Scoring | None = None) -> list[Timing]:
         """Student against reference on the grading backend, each case with its physical floor.
 
-        With ``scored_between`` (the item's full_at and zero_at) a case's repeats may end once its
-        ratio is decided outside them (``gpu_timing.decided``). The item's score combines its
-        cases, so decided cases stand only where they decide it: those the combination still
-        needs (``performance.timed_again``) are timed again on their same inputs, to the full
-        precision."""
+        With ``scoring`` each case is timed to the precision its item's score needs, and its
+        repeats may end sooner once its ratio is decided outside the scored range
+        (``gpu_timing.decided``). The item's score combines its cases, so decided cases stand only
+        where they decide it: those the combination still needs (``performance.timed_again``) are
+        timed again on their same inputs, to that precision."""
         drawn = self._timing_requests.pop(group, None)
         requests = drawn.result() if drawn else self._timing_requests_of(group)
-        timings = [self._timed(replace(r, scored_between=scored_between)) for r in requests]
-        again = performance.timed_again(timings, scored_between)
+        if scoring is None:
+            return [self._timed(r) for r in requests]
+        precise = functools.partial(replace, target_spread=scoring.spread)
+        timings = [self._timed(precise(r, scored_between=scoring.between)) for r in requests]
+        again = performance.timed_again(timings, scoring)
         for k, request in enumerate(self._timing_requests_of(group) if again else ()):
             if k in again:
-                timings[k] = self._timed(request)
+                timings[k] = self._timed(precise(request))
         return timings
 
     def _timing_requests_of(self, group: str) -> Iterator[TimingRequest]:

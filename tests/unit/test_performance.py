@@ -13,6 +13,7 @@ import pytest
 from autograder.backends import gpu_timing
 from autograder.backends.gpu import GpuBackend, GraderCudaFault
 from autograder.contract import (
+    PRECISE_SPREAD,
     Buffer,
     Capabilities,
     Launch,
@@ -166,8 +167,10 @@ def test_a_gemm_that_replays_its_product_is_flagged_by_the_flop_floor():
         assert not honest.below_floor
 
 
-def _decided(ratio, decided=True, wrong=None):
-    return dataclasses.replace(_timing(ratio, wrong=wrong), decided=decided)
+def _decided(ratio, decided=True, wrong=None, spread=0.002):
+    return dataclasses.replace(
+        _timing(ratio, wrong=wrong), decided=decided, student_spread=spread, reference_spread=spread
+    )
 
 
 @pytest.mark.parametrize(
@@ -179,13 +182,36 @@ def _decided(ratio, decided=True, wrong=None):
         ([_decided(1.0), _decided(5.0)], {0, 1}),  # their mean, 2.2, is scored
         ([_decided(1.0), _decided(1.1, decided=False)], set()),  # settled below: still a decided mean
         ([_decided(5.0), _decided(1.1, decided=False)], {0}),
+        ([_decided(1.0, spread=0.0005), _decided(2.0, decided=False)], set()),  # decided, precise enough
         ([_decided(2.0, decided=False)], set()),  # nothing decided
         ([_decided(1.0), _decided(5.0, decided=False, wrong="launch 3 ...")], set()),  # no points at all
     ],
 )
 def test_decided_timings_stand_only_where_they_decide_the_items_score(timings, again):
-    assert perf.timed_again(timings, (1.2, 4.0)) == again
+    assert perf.timed_again(timings, perf.Scoring((1.2, 4.0), 0.001)) == again
     assert perf.timed_again(timings, None) == set()
+
+
+@pytest.mark.parametrize(
+    "points, full_at, zero_at, spread",
+    [(3, 1.25, 4.0, 0.00194), (4, 1.5, 8.0, 0.00209), (1, 1.2, 4.0, 0.00602), (20, 1.2, 1.5, 0.0008)],
+)
+def test_a_case_is_timed_to_know_its_items_score_to_half_a_hundredth_of_a_point(
+    points, full_at, zero_at, spread
+):
+    """The score moves by points x dlog(ratio) / log(zero_at / full_at): a ratio known to the
+    spread knows it to 0.005 points; never finer than the timing's finest, 0.08 %."""
+    scoring = perf.Scoring.of(points, full_at, zero_at)
+    assert scoring.between == (full_at, zero_at) and scoring.spread == pytest.approx(spread, rel=0.01)
+    ratio = 1.1 * full_at
+    moved = points * (
+        perf.score_fraction(ratio, full_at, zero_at)
+        - perf.score_fraction(ratio * (1 + spread), full_at, zero_at)
+    )
+    if spread > PRECISE_SPREAD:
+        assert moved == pytest.approx(perf.SCORE_ERROR, rel=0.01)
+    else:  # 20 points between 1.2 and 1.5 would want 0.006 %: no more repeats give that
+        assert scoring.spread == PRECISE_SPREAD and moved > perf.SCORE_ERROR
 
 
 def test_timing_requests_rotate_fresh_input_sets_of_each_perf_case():
@@ -852,8 +878,8 @@ class _Runs:
     def correctness_outcomes(self):
         return self.outcomes("grading", "ragged")
 
-    def timings(self, group, scored_between=None):
-        self.scored_between = scored_between
+    def timings(self, group, scoring=None):
+        self.scoring = scoring
         if isinstance(self.timings_given, Exception):
             raise self.timings_given
         return list(self.timings_given)
@@ -871,7 +897,8 @@ def test_performance_item_without_gpu_is_not_run_and_flagged():
 def test_performance_item_on_gpu_scores_the_timing_with_its_evidence():
     runs = _Runs("gpu", [_timing(2.0, 1.0)])
     result = checks.performance_check(PERF_ITEM, runs)
-    assert runs.scored_between == (1.25, 4.0)  # the timing may stop where the score cannot change
+    # timed to know the score to 0.005 of its 3 points: a ratio to 0.005 * log(4 / 1.25) / 3
+    assert runs.scoring.between == (1.25, 4.0) and runs.scoring.spread == pytest.approx(0.0019385, rel=1e-4)
     assert 0.0 < result.score < 3.0 and not result.regrade
     assert result.evidence.ratio.ratio == pytest.approx(2.0)
     assert result.evidence.ratio.cases[0]["device"] == "NVIDIA H200"

@@ -22,6 +22,7 @@ from autograder.course.folder import read_course
 from autograder.delivery import gpu_service
 from autograder.feedback import scrubbed
 from autograder.grading import compare, pipeline, reference_counters, sanitize
+from autograder.grading.performance import Scoring
 from autograder.grading.report import write_report
 from autograder.grading.results import build_results, fallback_results
 from autograder.grading.sanitize import SanitizerRun
@@ -453,9 +454,9 @@ def test_a_decided_case_is_timed_again_on_its_inputs_where_the_items_score_needs
     sources = {"student": VEC_SOURCE, "reference": (course.root / "reference/vec.cu").read_text()}
     timed = Deciding(slower)
     runner = pipeline.CaseRunner(spec, sources, Backends(grading=timed, safety=FakeBackend()), 5, 60, 1e9)
-    timings = runner.timings("perf", (1.2, 4.0))
-    asked = [(r.case["n"], r.scored_between) for r in timed.requests]
-    assert asked == [(1024, (1.2, 4.0)), (2048, (1.2, 4.0)), *((n, None) for n in again)]
+    timings = runner.timings("perf", Scoring((1.2, 4.0), 0.002))
+    asked = [(r.case["n"], r.scored_between, r.target_spread) for r in timed.requests]
+    assert asked == [(1024, (1.2, 4.0), 0.002), (2048, (1.2, 4.0), 0.002), *((n, None, 0.002) for n in again)]
     assert [t.decided for t in timings] == [not again and slower < 1.2] * 2
     for request in timed.requests[2:]:
         first = next(r for r in timed.requests if r.case == request.case)
