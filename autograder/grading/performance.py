@@ -233,8 +233,8 @@ def not_run(metric: str, reason: str = "needs a GPU") -> PerformanceEvidence:
     )
 
 
-# A timed item's score is known to this many points (one standard error) when its cases' repeats
-# end: Gradescope shows two decimals, and a regrade should not move them.
+# The statistical error, in points (one standard error), of a timed item's score when its cases'
+# repeats end: under the hundredth Gradescope shows
 SCORE_ERROR = 0.005
 
 
@@ -252,8 +252,9 @@ class Scoring:
         """Between full_at and zero_at the score falls by ``points * dlog(ratio) / log(zero_at /
         full_at)``: a ratio known to ``spread`` knows it to ``SCORE_ERROR`` points. The item's ratio
         is the geometric mean of its cases', whose errors shrink in it, so each case's is enough.
-        Never finer than the timing's own finest (``PRECISE_SPREAD``), which no more repeats beat."""
-        spread = SCORE_ERROR * math.log(zero_at / full_at) / points
+        Never finer than the timing's own finest (``PRECISE_SPREAD``), which no more repeats beat;
+        an item worth no points needs no precision (its repeats end at ``min_repeats``)."""
+        spread = SCORE_ERROR * math.log(zero_at / full_at) / points if points > 0 else math.inf
         return cls((full_at, zero_at), max(spread, PRECISE_SPREAD))
 
 

@@ -194,7 +194,13 @@ def test_decided_timings_stand_only_where_they_decide_the_items_score(timings, a
 
 @pytest.mark.parametrize(
     "points, full_at, zero_at, spread",
-    [(3, 1.25, 4.0, 0.00194), (4, 1.5, 8.0, 0.00209), (1, 1.2, 4.0, 0.00602), (20, 1.2, 1.5, 0.0008)],
+    [
+        (3, 1.25, 4.0, 0.00194),
+        (4, 1.5, 8.0, 0.00209),
+        (1, 1.2, 4.0, 0.00602),
+        (20, 1.2, 1.5, 0.0008),
+        (0, 1.2, 4.0, math.inf),  # worth nothing: no precision moves its score
+    ],
 )
 def test_a_case_is_timed_to_know_its_items_score_to_half_a_hundredth_of_a_point(
     points, full_at, zero_at, spread
@@ -203,6 +209,8 @@ def test_a_case_is_timed_to_know_its_items_score_to_half_a_hundredth_of_a_point(
     spread knows it to 0.005 points; never finer than the timing's finest, 0.08 %."""
     scoring = perf.Scoring.of(points, full_at, zero_at)
     assert scoring.between == (full_at, zero_at) and scoring.spread == pytest.approx(spread, rel=0.01)
+    if not points:
+        return
     ratio = 1.1 * full_at
     moved = points * (
         perf.score_fraction(ratio, full_at, zero_at)
