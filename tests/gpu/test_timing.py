@@ -51,11 +51,11 @@ def spec():
     return load_spec(ROOT / "assignments" / "vector_add")
 
 
-def _time(backend, spec, student: str, seed: int, budget_s: float = 5.0):
+def _time(backend, spec, student: str, seed: int, budget_s: float = 5.0, **asked):
     sources = {"student": student, "reference": (ROOT / "reference" / "vector_add.cu").read_text()}
     one_case = dataclasses.replace(spec, cases={"perf": (CASE,)})
     request = next(timing_requests(one_case, sources, "perf", seed, time_limit_s=20))
-    return time_case(backend, dataclasses.replace(request, budget_s=budget_s))
+    return time_case(backend, dataclasses.replace(request, budget_s=budget_s, **asked))
 
 
 def test_reference_against_itself_is_one_with_a_small_spread(backend, spec):
@@ -80,3 +80,19 @@ def test_uncoalesced_kernel_is_measured_slower(backend, spec):
 def test_a_kernel_that_remembers_across_calls_fails(backend, spec, replay):
     timing = _time(backend, spec, REMEMBERING.replace("REPLAY", str(replay)), seed=3 + replay)
     assert timing.wrong is not None and "of your kernel" in timing.wrong
+
+
+@pytest.mark.parametrize("scored_between", [(1.2, 4.0), None])
+def test_a_ratio_decided_outside_the_scored_range_ends_the_repeats_at_the_first_check(
+    backend, spec, scored_between
+):
+    """The reference against itself, a spread no timing reaches (0): with a score that changes only
+    between 1.2 and 4, the ratio is decided at the rules' first application (30 launches, and the
+    round then in flight); with none, the repeats run to their cap."""
+    reference = (ROOT / "reference" / "vector_add.cu").read_text()
+    timing = _time(
+        backend, spec, reference, seed=6, target_spread=0.0, max_repeats=120, scored_between=scored_between
+    )
+    assert timing.wrong is None and timing.decided == (scored_between is not None)
+    assert timing.repeats in ((30, 33) if scored_between else (120,))
+    assert timing.ratio == pytest.approx(1.0, abs=0.02)
