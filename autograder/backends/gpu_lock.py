@@ -1,6 +1,6 @@
 """One GPU: a timing has it alone; launches share it, but never with a timing.
 
-A timing compares two kernels' medians to within 0.08 % (``gpu_timing``); another process's
+A timing compares two kernels' medians to within 0.08 % at best (``gpu_timing``); another process's
 kernels or copies on the same GPU meanwhile would slow whichever kernel ran then. A batch
 may share a GPU among several GPU tasks (``autograder batch --tasks-per-gpu``), so that one
 task's host work (drawing inputs, moving them to its worker, comparing outputs, compiling)
