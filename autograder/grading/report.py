@@ -12,11 +12,13 @@ tables come from the typed evidence.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from autograder.feedback import ITEM_OUTPUT_BYTES, capped, two_decimals
 from autograder.grading.evidence import CaseRecord, Json
 from autograder.grading.grade import Grade
+from autograder.grading.performance import PerformanceEvidence
 
 
 def report_data(grade: Grade, submission: Path) -> Json:
@@ -69,8 +71,33 @@ def markdown(grade: Grade, submission: Path) -> str:
         lines += ["", f"## {item['name']}", "", "```", item["output"], "```"]
         lines += _cases_table(result.evidence.cases or ())
         if result.evidence.ratio is not None:
+            lines += _timings_table(result.evidence.ratio)
             lines += ["", f"ratio evidence: `{json.dumps(result.evidence.ratio.to_dict(), default=str)}`"]
     return "\n".join(lines) + "\n"
+
+
+def _timings_table(ratio: PerformanceEvidence) -> list[str]:
+    """A timed item's cases as a TA reads them: both medians, the ratio and its standard error,
+    the launches of each kernel, and whether the ratio was decided outside the scored range (its
+    last digits not needed for the score: ``gpu_timing.decided``)."""
+    timed = [c for c in ratio.cases if "student_ms" in c]
+    if not timed:
+        return []
+    lines = [
+        "",
+        "| timed case | student ms | reference ms | ratio | ± | launches each | decided |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in timed:
+        params = ", ".join(f"{k}={v}" for k, v in c["case"].items())
+        error = 100 * math.hypot(c["student_spread"], c["reference_spread"])
+        below = c["ratio"] < (ratio.full_at or 0.0)
+        decided = f"below {ratio.full_at:g}x" if below else f"above {ratio.zero_at:g}x"
+        lines.append(
+            f"| {params} | {c['student_ms']:.4g} | {c['reference_ms']:.4g} | {c['ratio']:.4f} "
+            f"| {error:.2f} % | {c['repeats']} | {decided if c.get('decided') else ''} |"
+        )
+    return lines
 
 
 def _cases_table(cases: tuple[CaseRecord, ...]) -> list[str]:
