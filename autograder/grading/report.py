@@ -91,11 +91,13 @@ def _timings_table(ratio: PerformanceEvidence) -> list[str]:
     for c in timed:
         params = ", ".join(f"{k}={v}" for k, v in c["case"].items())
         error = 100 * math.hypot(c["student_spread"], c["reference_spread"])
-        below = c["ratio"] < (ratio.full_at or 0.0)
-        decided = f"below {ratio.full_at:g}x" if below else f"above {ratio.zero_at:g}x"
+        decided = ""
+        if c.get("decided"):  # outside the range score_timings scored it between
+            below = c["ratio"] < (ratio.full_at or 0.0)
+            decided = f"below {ratio.full_at:g}x" if below else f"above {ratio.zero_at:g}x"
         lines.append(
             f"| {params} | {c['student_ms']:.4g} | {c['reference_ms']:.4g} | {c['ratio']:.4f} "
-            f"| {error:.2f} % | {c['repeats']} | {decided if c.get('decided') else ''} |"
+            f"| {error:.2f} % | {c['repeats']} | {decided} |"
         )
     return lines
 
