@@ -15,7 +15,8 @@ current (and starts no Ray). On a GPU it also prints the GPU busy time (what the
 ``gpu.busy_s`` add up to: how long the GPU tasks held a GPU) and submissions per GPU-hour, of
 the GPUs' wall time (``--gpus``, default ``nvidia-smi``'s count) and of their busy time, and how
 far the timed ratios of the class's copies of reference kernels (each should be 1) spread under
-the batch's load, and the GPU time of the timed launches themselves (launches times medians);
+the batch's load, the GPU time of the timed launches themselves (launches times medians), and
+submissions per GPU-hour over the GPU tasks' phase alone (what a class of hundreds approaches);
 ``--tasks-per-gpu`` is batch's; ``--keep DIR`` keeps each submission's TA report.
 Prints a Markdown table; ``--record FILE`` appends it with the date; ``--sample 0`` leaves out
 the comparison.
@@ -182,6 +183,19 @@ def gpu_busy_s(out: Path) -> float:
     return total
 
 
+def gpu_phase_s(out: Path) -> float:
+    """From the first GPU task's start to the last one's end (``gpu.ran_at`` and ``busy_s`` of the
+    TA reports, to the second): the class's GPU time without Ray's start, the first compiles and
+    the class's files after, which a class of hundreds pays once."""
+    spans = []
+    for report in out.glob("*/report.json"):
+        gpu = json.loads(report.read_text()).get("gpu") or {}
+        if gpu.get("ran_at"):
+            start = datetime.datetime.fromisoformat(gpu["ran_at"]).timestamp()
+            spans.append((start, start + gpu.get("busy_s", 0.0)))
+    return max(end for _, end in spans) - min(start for start, _ in spans) if spans else 0.0
+
+
 def timed_launches_s(out: Path) -> float:
     """The GPU time of the class's timed launches: each timed case's launches of both kernels times
     their medians, from the TA reports (warm-up rounds, flushes and output checks left out): how
@@ -298,7 +312,7 @@ def main() -> None:
         export, out = make_class(args.size, scratch, args.whole), scratch / "out"
         extra = ["--tasks-per-gpu", str(args.tasks_per_gpu)] if args.backend == "gpu" else []
         wall, summary, peak_mb, after_s = run_batch(export, out, args.backend, extra)
-        busy_s, timed_s = gpu_busy_s(out), timed_launches_s(out)
+        busy_s, timed_s, phase_s = gpu_busy_s(out), timed_launches_s(out), gpu_phase_s(out)
         if args.keep:
             keep_reports(out, args.keep)
         copies = reference_items(export, out)
@@ -317,6 +331,8 @@ def main() -> None:
             f"(GPUs x wall time): {100 * busy_s / (gpus * wall):.0f} % |",
             f"| submissions per GPU-hour (GPUs x wall time) | {args.size / (gpus * wall) * 3600:.0f} |",
             f"| submissions per GPU-hour (GPU busy time) | {per_busy} |",
+            f"| GPU tasks' phase (the first one's start to the last one's end) | {phase_s:.0f} s: "
+            f"{args.size / (gpus * phase_s) * 3600 if phase_s else 0:.0f} submissions per GPU-hour |",
             f"| GPU time of the timed launches (launches x medians, both kernels) | {timed_s:.0f} s: "
             f"{timed_s / args.size:.1f} s a submission |",
             *ratio_rows(ratios),
