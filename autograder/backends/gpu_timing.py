@@ -611,12 +611,14 @@ def _wrong_sentence(launch: int, input_set: int, count: int) -> str:
     )
 
 
-CLOCK_NAMES = ("sm_mhz", "mem_mhz", "max_sm_mhz", "power_w", "temperature_c")
-CLOCK_QUERY = "pci.bus_id,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu"
+# and which physical GPU it is: two H200s lent a day apart timed the same reference kernel 3 % apart
+# (docs/known-gaps.md), so a ratio is evidence only with the unit that measured it
+CLOCK_NAMES = ("sm_mhz", "mem_mhz", "max_sm_mhz", "power_w", "temperature_c", "gpu_uuid")
+CLOCK_QUERY = "pci.bus_id,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu,uuid"
 
 
 def clocks(backend) -> dict[str, str]:
-    """The device's clocks, power and temperature now, read with ``nvidia-smi`` (read-only)."""
+    """The device's clocks, power, temperature and UUID now, read with ``nvidia-smi`` (read-only)."""
     return query_clocks(backend)()
 
 

@@ -981,7 +981,10 @@ def _with_smi(monkeypatch, tmp_path, script: str):
 
 
 def test_the_clocks_are_those_of_the_timings_gpu(monkeypatch, tmp_path):
-    lines = "00000000:0A:00.0, 1500, 2619, 1980, 300.1, 40\\n00000000:1B:00.0, 1980, 2619, 1980, 512.5, 55\\n"
+    lines = (
+        "00000000:0A:00.0, 1500, 2619, 1980, 300.1, 40, GPU-0a0a0a0a-1111-2222-3333-444444444444\\n"
+        "00000000:1B:00.0, 1980, 2619, 1980, 512.5, 55, GPU-1b1b1b1b-5555-6666-7777-888888888888\\n"
+    )
     reading = _with_smi(monkeypatch, tmp_path, f'printf "{lines}"')
     assert reading() == {
         "sm_mhz": "1980",
@@ -989,6 +992,7 @@ def test_the_clocks_are_those_of_the_timings_gpu(monkeypatch, tmp_path):
         "max_sm_mhz": "1980",
         "power_w": "512.5",
         "temperature_c": "55",
+        "gpu_uuid": "GPU-1b1b1b1b-5555-6666-7777-888888888888",
     }
 
 
