@@ -205,7 +205,7 @@ class TimingRequest:
     # one; 1, the GPU idle while it does (as until 2026-12-03)
     rounds_in_flight: int = 2
     # the ratios between which the score changes (the item's full_at and zero_at): the repeats also
-    # end once the ratio is known to lie below the first or above the second (``gpu_timing.decided``),
+    # end once the ratio is known to lie below the first or above the second (``gpu_timing.stop_reason``),
     # where more launches could not change the score; None: only ``target_spread`` ends them
     scored_between: tuple[float, float] | None = None
 

@@ -6,7 +6,7 @@ the listed cases are the same in all; or reads the TA reports given instead. Pri
 case timed in every grading, the self-ratios (the reference timed against itself: 1 ideally),
 their spread ((max - min) / mean: the figure issue 27 holds to 0.2 %), each kernel's launches and
 in how many gradings the case was decided (its repeats ended once the ratio lay outside the
-range where the item's score changes: ``gpu_timing.decided``, short of the spread's precision);
+range where the item's score changes: ``gpu_timing.stop_reason``, short of the spread's precision);
 then each case only some gradings timed (drawn from their seeds: ragged shapes no other grading
 times) with its self-ratio, the farthest from 1 first; then every item a grading scored below
 full marks. Each grading's wall time is printed as it ends.

@@ -40,7 +40,7 @@ The protocol (``docs/performance.md``; the measurement principles in ``docs/gpu-
   instead (``performance.Scoring``: the score known to 0.005 points, 0.13-0.21 % of the ratio
   for this course's items), and names the ratios between which the score changes
   (``scored_between``): the rounds end as well, after ``min_repeats``, once the ratio is known to
-  lie outside them (``decided``), where more launches could not change the score: a kernel as
+  lie outside them (``stop_reason``: ``DECIDED``), where more launches could not change the score: a kernel as
   fast as the reference against a full_at of 1.2 or more, or one five times slower against a
   zero_at of 4;
 - a round is one pass over the input sets. The next round is queued on the GPU before the host
@@ -161,7 +161,7 @@ def time_case(backend, request: TimingRequest) -> Timing:
         device=backend.device_name,
         clocks=reading(),
         wrong=wrong,
-        decided=session.decided,
+        decided=session.stopped == DECIDED,
     )
 
 
@@ -175,39 +175,50 @@ def median_spread(samples_ms: Sequence[float]) -> float:
     sigma is estimated from the interquartile range (IQR / 1.349), so that a few launches
     delayed by something else on the machine do not stop the repeats from settling.
     """
+    return _median_and_spread(samples_ms)[1]
+
+
+def _median_and_spread(samples_ms: Sequence[float]) -> tuple[float, float]:
+    """The median and :func:`median_spread`, from one pass over the launches."""
     values = np.asarray(samples_ms, dtype=np.float64)
     if values.size < 2:
-        return math.inf
+        return float(np.median(values)) if values.size else math.nan, math.inf
     q1, median, q3 = np.percentile(values, [25, 50, 75])
     sigma = (q3 - q1) / 1.349
-    return float(1.2533 * sigma / math.sqrt(values.size) / median)
+    return float(median), float(1.2533 * sigma / math.sqrt(values.size) / median)
 
 
-def settled(
-    student_ms: Sequence[float], reference_ms: Sequence[float], target: float, min_repeats: int
-) -> bool:
-    """Enough repeats, and the ratio of the medians known to within ``target`` (relative):
-    the relative errors of two independent medians add in quadrature."""
-    if min(len(student_ms), len(reference_ms)) < min_repeats:
-        return False
-    return math.hypot(median_spread(student_ms), median_spread(reference_ms)) < target
+SETTLED, DECIDED = "settled", "decided"
 
 
-def decided(
+def stop_reason(
     student_ms: Sequence[float],
     reference_ms: Sequence[float],
-    between: tuple[float, float] | None,
+    target: float,
     min_repeats: int,
-) -> bool:
-    """Enough repeats, and the ratio of the medians known to lie below ``between[0]`` or above
-    ``between[1]`` (the ratios between which a score changes) by ``DECIDED_ERRORS`` of its
-    standard errors: more launches would refine the ratio, not the score."""
-    if between is None or min(len(student_ms), len(reference_ms)) < min_repeats:
-        return False
-    ratio = _median(student_ms) / _median(reference_ms)
-    error = DECIDED_ERRORS * math.hypot(median_spread(student_ms), median_spread(reference_ms))
-    low, high = between
-    return ratio * (1 + error) < low or ratio * (1 - error) > high
+    scored_between: tuple[float, float] | None = None,
+) -> str | None:
+    """Why the repeats may end, or None: enough of them, and the ratio of the medians known to
+    within ``target`` (``SETTLED``: the relative errors of two independent medians add in
+    quadrature), or known to lie below ``scored_between[0]`` or above ``scored_between[1]`` (the
+    ratios between which a score changes) by ``DECIDED_ERRORS`` of its standard errors
+    (``DECIDED``: more launches would refine the ratio, not the score). Each kernel's launches
+    are sorted once for both (a rule's application over thousands of launches costs the host
+    about as much as a short kernel's round costs the GPU)."""
+    if min(len(student_ms), len(reference_ms)) < min_repeats:
+        return None
+    (student, student_spread), (reference, reference_spread) = map(
+        _median_and_spread, (student_ms, reference_ms)
+    )
+    error = math.hypot(student_spread, reference_spread)
+    if error < target:
+        return SETTLED
+    ratio, margin = student / reference, DECIDED_ERRORS * error
+    if scored_between and (
+        ratio * (1 + margin) < scored_between[0] or ratio * (1 - margin) > scored_between[1]
+    ):
+        return DECIDED
+    return None
 
 
 class _Buffers:
@@ -345,8 +356,7 @@ class _Session:
         self.orders = np.random.default_rng(ORDERS_SEED)  # who goes first in each round (``_order``)
         # the stop rule's next application, in launches timed of each kernel
         self.next_check = request.min_repeats
-        self.settled = False  # the stop rule held
-        self.decided = False  # ... because the ratio was known outside ``scored_between`` (``decided``)
+        self.stopped: str | None = None  # why the stop rule held (``stop_reason``), None while it has not
         self.restoring = False  # a kernel changed its inputs: restore them before every launch
 
     def measure(self) -> tuple[dict[str, list[float]], str | None]:
@@ -365,7 +375,7 @@ class _Session:
         queued on the GPU at a time: the next ones run while the host judges the first."""
         wrong = self._judge(self._queue(), {}, timed=False)
         samples: dict[str, list[float]] = {who: [] for who in WHO}
-        self.next_check, self.settled, self.decided = self.request.min_repeats, False, False
+        self.next_check, self.stopped = self.request.min_repeats, None
         started = time.monotonic()
         queued: collections.deque[_Round] = collections.deque()
         while wrong is None:
@@ -378,9 +388,9 @@ class _Session:
 
     def _done(self, samples: dict[str, list[float]], queued: Sequence[_Round], started: float) -> bool:
         """No more rounds to queue: the launches timed and queued reach ``max_repeats``, the budget
-        is spent, or the ratio is settled (or ``decided``) on what was timed so far. The rules are
-        applied once the launches timed have grown by a sixteenth since they last were
-        (``next_check``): their percentiles over every launch so far cost the host more than a
+        is spent, or the ratio is settled or decided (``stop_reason``) on what was timed so far.
+        The rule is applied once the launches timed have grown by a sixteenth since it last was
+        (``next_check``): its percentiles over every launch so far cost the host more than a
         short kernel's round costs the GPU (0.4 ms against 0.6 for the reduction), and would leave
         the GPU waiting."""
         r = self.request
@@ -388,14 +398,12 @@ class _Session:
         repeats = timed + sum(len(q.slots) for q in queued) // 2
         if repeats >= r.max_repeats or time.monotonic() - started > r.budget_s:
             return True
-        if not self.settled and timed >= self.next_check:
+        if self.stopped is None and timed >= self.next_check:
             self.next_check = max(r.min_repeats, timed + timed // 16)
-            self.settled = settled(samples["student"], samples["reference"], r.target_spread, r.min_repeats)
-            if not self.settled:
-                self.settled = self.decided = decided(
-                    samples["student"], samples["reference"], r.scored_between, r.min_repeats
-                )
-        return self.settled
+            self.stopped = stop_reason(
+                samples["student"], samples["reference"], r.target_spread, r.min_repeats, r.scored_between
+            )
+        return self.stopped is not None
 
     def _judge(
         self,

@@ -318,7 +318,7 @@ class CaseRunner:
 
         With ``scoring`` each case is timed to the precision its item's score needs, and its
         repeats may end sooner once its ratio is decided outside the scored range
-        (``gpu_timing.decided``). The item's score combines its cases, so decided cases stand only
+        (``gpu_timing.stop_reason``). The item's score combines its cases, so decided cases stand only
         where they decide it: those the combination still needs (``performance.timed_again``) are
         timed again on their same inputs, to that precision."""
         drawn = self._timing_requests.pop(group, None)

@@ -79,7 +79,7 @@ def markdown(grade: Grade, submission: Path) -> str:
 def _timings_table(ratio: PerformanceEvidence) -> list[str]:
     """A timed item's cases as a TA reads them: both medians, the ratio and its standard error,
     the launches of each kernel, and whether the ratio was decided outside the scored range (its
-    last digits not needed for the score: ``gpu_timing.decided``)."""
+    last digits not needed for the score: ``gpu_timing.stop_reason``)."""
     timed = [c for c in ratio.cases if "student_ms" in c]
     if not timed:
         return []

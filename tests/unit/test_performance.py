@@ -302,10 +302,10 @@ def test_median_spread_shrinks_with_repeats_and_ignores_outliers():
 
 def test_settled_needs_both_repeats_and_a_small_spread_of_the_ratio():
     steady = [1.0, 1.001, 0.999] * 20
-    assert gpu_timing.settled(steady, steady, target=0.003, min_repeats=30)
-    assert not gpu_timing.settled(steady[:9], steady, target=0.003, min_repeats=30)
+    assert gpu_timing.stop_reason(steady, steady, target=0.003, min_repeats=30) == gpu_timing.SETTLED
+    assert not gpu_timing.stop_reason(steady[:9], steady, target=0.003, min_repeats=30)
     noisy = list(np.random.default_rng(2).uniform(0.5, 1.5, 60))
-    assert not gpu_timing.settled(steady, noisy, target=0.003, min_repeats=30)
+    assert not gpu_timing.stop_reason(steady, noisy, target=0.003, min_repeats=30)
 
 
 @pytest.mark.parametrize(
@@ -330,9 +330,13 @@ def test_a_ratio_is_decided_only_four_of_its_errors_outside_the_scored_range(rat
     rng = np.random.default_rng(4)
     reference = list(1.0 + 0.02 * rng.standard_normal(200))
     student = list(ratio * (1.0 + spread * rng.standard_normal(200)))
-    assert gpu_timing.decided(student, reference, (1.2, 4.0), min_repeats=30) == decided
-    assert not gpu_timing.decided(student, reference, None, min_repeats=30)  # no range: never
-    assert not gpu_timing.decided(student[:20], reference[:20], (1.2, 4.0), min_repeats=30)
+
+    def reason(student, reference, between):  # a target no ratio reaches: decided, or not at all
+        return gpu_timing.stop_reason(student, reference, 0.0, 30, between)
+
+    assert (reason(student, reference, (1.2, 4.0)) == gpu_timing.DECIDED) == decided
+    assert not reason(student, reference, None)  # no range: never
+    assert not reason(student[:20], reference[:20], (1.2, 4.0))
 
 
 def test_the_ratio_is_settled_only_when_both_medians_errors_together_are_small():
@@ -340,8 +344,8 @@ def test_the_ratio_is_settled_only_when_both_medians_errors_together_are_small()
     launches = list(1.0 + 0.02 * rng.standard_normal(1000))  # each median known to about 0.08 %
     each = gpu_timing.median_spread(launches)
     target = 1.2 * each  # each median alone is within it; their ratio, sqrt(2) times each, is not
-    assert each < target and not gpu_timing.settled(launches, launches[::-1], target, min_repeats=30)
-    assert gpu_timing.settled(launches, launches[::-1], 1.5 * each, min_repeats=30)
+    assert each < target and not gpu_timing.stop_reason(launches, launches[::-1], target, min_repeats=30)
+    assert gpu_timing.stop_reason(launches, launches[::-1], 1.5 * each, min_repeats=30)
 
 
 # --- the timing protocol (backends/gpu_timing.py) on a fake CUDA driver -------------------
@@ -773,9 +777,9 @@ def test_the_stop_rule_is_applied_as_the_launches_grow_by_a_sixteenth(monkeypatc
 
     def settled(student, reference, *rule):
         applied.append(len(student))
-        return len(student) >= 1500
+        return gpu_timing.SETTLED if len(student) >= 1500 else None
 
-    monkeypatch.setattr(gpu_timing, "settled", settled)
+    monkeypatch.setattr(gpu_timing, "stop_reason", settled)
     request = dataclasses.replace(_request("reference"), max_repeats=10_000)
     session = gpu_timing._Session(_FakeBackend({"reference": _vector_add}), request)
     samples, wrong = session.measure()
