@@ -18,6 +18,7 @@ Failures the kernel causes are exceptions derived from :class:`BackendError`; th
 from __future__ import annotations
 
 import contextlib
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -238,6 +239,11 @@ class Timing:
     @property
     def ratio(self) -> float:
         return self.student_ms / self.reference_ms
+
+    @property
+    def ratio_spread(self) -> float:
+        """The ratio's relative standard error: both medians' added in quadrature (the stop rule's)."""
+        return math.hypot(self.student_spread, self.reference_spread)
 
 
 @dataclass(frozen=True)

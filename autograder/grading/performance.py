@@ -269,11 +269,7 @@ def timed_again(timings: Sequence[Timing], scoring: Scoring | None) -> set[int]:
     low, high = scoring.between
     if all(t.ratio < low for t in timings) or all(t.ratio > high for t in timings):
         return set()
-    return {
-        k
-        for k, t in enumerate(timings)
-        if t.decided and math.hypot(t.student_spread, t.reference_spread) >= scoring.spread
-    }
+    return {k for k, t in enumerate(timings) if t.decided and t.ratio_spread >= scoring.spread}
 
 
 def is_timed(metric: str | None) -> TypeGuard[str]:
@@ -296,4 +292,4 @@ def _ratio_sentence(metric: str, ratio: float, full_at: float, zero_at: float) -
 
 def _timing_record(t: Timing) -> dict[str, Any]:
     record = {k: v for k, v in asdict(t).items() if k != "case"}
-    return {"case": dict(t.case), **record, "ratio": t.ratio}
+    return {"case": dict(t.case), **record, "ratio": t.ratio, "ratio_spread": t.ratio_spread}

@@ -12,13 +12,12 @@ tables come from the typed evidence.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from autograder.feedback import ITEM_OUTPUT_BYTES, capped, two_decimals
 from autograder.grading.evidence import CaseRecord, Json
 from autograder.grading.grade import Grade
-from autograder.grading.performance import PerformanceEvidence
+from autograder.grading.performance import PerformanceEvidence, is_timed
 
 
 def report_data(grade: Grade, submission: Path) -> Json:
@@ -80,24 +79,23 @@ def _timings_table(ratio: PerformanceEvidence) -> list[str]:
     """A timed item's cases as a TA reads them: both medians, the ratio and its standard error,
     the launches of each kernel, and whether the ratio was decided outside the scored range (its
     last digits not needed for the score: ``gpu_timing.stop_reason``)."""
-    timed = [c for c in ratio.cases if "student_ms" in c]
-    if not timed:
+    if not is_timed(ratio.metric) or not ratio.cases:  # a counted ratio, or not timed here
         return []
     lines = [
         "",
         "| timed case | student ms | reference ms | ratio | ± | launches each | decided |",
         "|---|---|---|---|---|---|---|",
     ]
-    for c in timed:
+    for c in ratio.cases:
         params = ", ".join(f"{k}={v}" for k, v in c["case"].items())
-        error = 100 * math.hypot(c["student_spread"], c["reference_spread"])
         decided = ""
         if c.get("decided"):  # outside the range score_timings scored it between
             below = c["ratio"] < (ratio.full_at or 0.0)
             decided = f"below {ratio.full_at:g}x" if below else f"above {ratio.zero_at:g}x"
+        spread = c.get("ratio_spread")  # absent from a GPU service's answer before 2026-12-04
         lines.append(
             f"| {params} | {c['student_ms']:.4g} | {c['reference_ms']:.4g} | {c['ratio']:.4f} "
-            f"| {error:.2f} % | {c['repeats']} | {decided} |"
+            f"| {'' if spread is None else f'{100 * spread:.2f} %'} | {c['repeats']} | {decided} |"
         )
     return lines
 

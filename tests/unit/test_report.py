@@ -29,3 +29,12 @@ def test_a_counted_item_has_no_timings_table():
     )
     assert report._timings_table(counted) == []
     assert report._timings_table(dataclasses.replace(counted, cases=())) == []
+
+
+def test_a_timing_recorded_without_its_ratios_error_leaves_the_column_empty():
+    """A GPU service's answer from before the ratio's error was recorded still makes a report."""
+    evidence = performance.score_timings([_timing(7, 2.0)], full_at=1.3, zero_at=3.0)
+    older = dataclasses.replace(
+        evidence, cases=({k: v for k, v in evidence.cases[0].items() if k != "ratio_spread"},)
+    )
+    assert report._timings_table(older)[-1] == "| n=7 | 2 | 1 | 2.0000 |  | 33 |  |"
