@@ -173,39 +173,41 @@ def on_gpu(report: dict) -> frozenset[str]:
     return frozenset(i["name"] for i in report.get("items", []) if "gpu_service" in i.get("evidence", {}))
 
 
-def gpu_busy_s(out: Path) -> float:
+def reports(out: Path) -> dict[str, dict]:
+    """Each graded submission's TA report, by submission, read once for every figure below."""
+    return {path.parent.name: json.loads(path.read_text()) for path in sorted(out.glob("*/report.json"))}
+
+
+def gpu_busy_s(reports: dict[str, dict]) -> float:
     """How long the class's GPU tasks held a GPU: the TA reports' ``gpu.busy_s`` added up, each
     times its task's ``share`` of the GPU (``--tasks-per-gpu``)."""
-    total = 0.0
-    for report in out.glob("*/report.json"):
-        gpu = json.loads(report.read_text()).get("gpu", {})
-        total += gpu.get("busy_s", 0.0) * gpu.get("share", 1.0)
-    return total
+    return sum(_gpu(r).get("busy_s", 0.0) * _gpu(r).get("share", 1.0) for r in reports.values())
 
 
-def gpu_phase_s(out: Path) -> float:
+def gpu_phase_s(reports: dict[str, dict]) -> float:
     """From the first GPU task's start to the last one's end (``gpu.ran_at`` and ``busy_s`` of the
     TA reports, to the second): the class's GPU time without Ray's start, the first compiles and
     the class's files after, which a class of hundreds pays once."""
     spans = []
-    for report in out.glob("*/report.json"):
-        gpu = json.loads(report.read_text()).get("gpu") or {}
-        if gpu.get("ran_at"):
-            start = datetime.datetime.fromisoformat(gpu["ran_at"]).timestamp()
-            spans.append((start, start + gpu.get("busy_s", 0.0)))
+    for gpu in filter(lambda gpu: gpu.get("ran_at"), map(_gpu, reports.values())):
+        start = datetime.datetime.fromisoformat(gpu["ran_at"]).timestamp()
+        spans.append((start, start + gpu.get("busy_s", 0.0)))
     return max(end for _, end in spans) - min(start for start, _ in spans) if spans else 0.0
 
 
-def timed_launches_s(out: Path) -> float:
+def _gpu(report: dict) -> dict:
+    return report.get("gpu") or {}
+
+
+def timed_launches_s(reports: dict[str, dict]) -> float:
     """The GPU time of the class's timed launches: each timed case's launches of both kernels times
     their medians, from the TA reports (warm-up rounds, flushes and output checks left out): how
     much of the GPU tasks' time the timing's own kernels are."""
     total = 0.0
-    for report in out.glob("*/report.json"):
-        for item in json.loads(report.read_text()).get("items", []):
-            for case in ((item.get("evidence") or {}).get("ratio") or {}).get("cases", []):
-                if item["check"] == "performance" and "repeats" in case:
-                    total += case["repeats"] * (case["student_ms"] + case["reference_ms"]) / 1e3
+    for item in (item for report in reports.values() for item in report.get("items", [])):
+        for case in ((item.get("evidence") or {}).get("ratio") or {}).get("cases", []):
+            if item["check"] == "performance" and "repeats" in case:
+                total += case["repeats"] * (case["student_ms"] + case["reference_ms"]) / 1e3
     return total
 
 
@@ -216,14 +218,14 @@ def keep_reports(out: Path, folder: Path) -> None:
         shutil.copyfile(report, folder / f"{report.parent.name}.json")
 
 
-def reference_items(export: Path, out: Path) -> list[tuple[str, dict]]:
+def reference_items(export: Path, reports: dict[str, dict]) -> list[tuple[str, dict]]:
     """(submission, report item) for every item graded on a submitted copy of a reference kernel."""
     items = []
-    for report in sorted(out.glob("*/report.json")):
-        for item in json.loads(report.read_text()).get("items", []):
-            kernel = export / report.parent.name / f"{item['assignment']}.cu"
+    for submission, report in reports.items():
+        for item in report.get("items", []):
+            kernel = export / submission / f"{item['assignment']}.cu"
             if kernel.read_bytes() == (ROOT / "reference" / f"{item['assignment']}.cu").read_bytes():
-                items.append((report.parent.name, item))
+                items.append((submission, item))
     return items
 
 
@@ -312,10 +314,11 @@ def main() -> None:
         export, out = make_class(args.size, scratch, args.whole), scratch / "out"
         extra = ["--tasks-per-gpu", str(args.tasks_per_gpu)] if args.backend == "gpu" else []
         wall, summary, peak_mb, after_s = run_batch(export, out, args.backend, extra)
-        busy_s, timed_s, phase_s = gpu_busy_s(out), timed_launches_s(out), gpu_phase_s(out)
+        graded = reports(out)
+        busy_s, timed_s, phase_s = gpu_busy_s(graded), timed_launches_s(graded), gpu_phase_s(graded)
         if args.keep:
             keep_reports(out, args.keep)
-        copies = reference_items(export, out)
+        copies = reference_items(export, graded)
         ratios = reference_ratios(copies)
         rerun, rerun_summary, _, _ = run_batch(export, out, args.backend, extra)
         different = differs_alone(export, out, args.sample, scratch) if args.sample else []

@@ -126,7 +126,7 @@ def drawn(reports: list[dict]) -> list[str]:
 def _cases(reports: list[dict]) -> tuple[list[dict], set]:
     """Each report's timed cases, and the cases every report timed (the listed ones)."""
     per_report = [timed_cases(report) for report in reports]
-    return per_report, set.intersection(*(set(cases) for cases in per_report))
+    return per_report, set.intersection(*map(set, per_report)) if per_report else set()
 
 
 def _ratio(record: dict) -> float:
