@@ -10,8 +10,9 @@ as a handout's recorded counters do (``reference_counters``, which tests that gr
 other inputs than those recorded gives the grader's scores). So ``CaseRunner`` asks here first
 and keeps what the reference's run counted: the listed cases, which every grading runs, are run
 once per machine; a drawn case (from the grading's secret seed, its own in a batch) runs again
-unless a grading at that seed did, as a regrade does. Gradescope's ``setup.sh`` runs
-``selfcheck``, which fills the image's cache with the listed cases.
+unless a grading at that seed did, as a regrade does. Gradescope's ``setup.sh`` and the
+``Dockerfile`` run ``selfcheck``, which fills the image's cache with the listed cases, so that a
+grading in a fresh container of the image runs the reference on its drawn cases only.
 
 Kept only from a run that completed, matched the numpy reference and reported nothing, on a
 backend that names the code that counts (``Capabilities.counting_version``: the emulator's

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from autograder import cli
 from autograder.backends import compile_cache, compiler
 from autograder.backends.compiler import compile_ptx
 from autograder.backends.emulator import EmulatorBackend
@@ -175,3 +177,26 @@ def test_a_grading_that_takes_the_kept_counts_scores_as_one_that_ran_the_referen
     assert any(ratio is not None for _, _, _, ratio in first)  # the traffic item divided by the reference's
     assert first_sources.count(reference) > 0 and second_sources.count(reference) == 0
     assert len(second_sources) == len(first_sources) - first_sources.count(reference)
+
+
+LISTED = ("aligned", "ragged", "safety")  # the groups a grading without a GPU runs on the emulator
+
+
+def test_a_selfcheck_leaves_the_references_compile_and_every_listed_case_kept(cache):
+    """What an image's build leaves for its gradings (the Dockerfile's and Gradescope's
+    ``setup.sh``'s last step): after ``selfcheck``, a grading compiles no reference and runs the
+    reference on no listed case: each is a key the machine holds."""
+    name = "vector_add"
+    checked = CliRunner().invoke(
+        cli.main, ["selfcheck", "--course", str(ROOT), "--backend", "emulator", "--assignment", name]
+    )
+    assert checked.exit_code == 0, checked.output
+    version = EmulatorBackend.capabilities.counting_version
+    for group in LISTED:
+        for index in range(len(SPECS[name].cases[group])):
+            launch = launch_of(name, group=group, index=index).launch
+            kept = reference_cache.key(version, launch)
+            assert kept is not None, f"the reference's compile is not kept ({group} {index})"
+            assert compile_cache.load(kept) is not None, (
+                f"{group} {index}: the reference's counts are not kept"
+            )
