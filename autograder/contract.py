@@ -299,6 +299,10 @@ class Backend(ABC):
     def launch(self, launch: Launch) -> LaunchResult:
         """Run one launch on fresh device copies of its buffers."""
 
+    def compile_ahead(self, programs: tuple[Program, ...]) -> None:  # noqa: B027 - optional hook
+        """Start compiling ``programs``, which calls will ask for later, where the backend has idle
+        cores for it (the emulator: ``backends/compile_ahead.py``); here, nothing."""
+
     def time(self, request: TimingRequest) -> Timing:
         """Time the student's kernel against the reference, interleaved (only where ``measures_time``)."""
         raise Unsupported(f"the {self.name} backend cannot time kernels: timing needs a GPU")

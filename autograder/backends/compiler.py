@@ -14,29 +14,30 @@ student's :class:`PtxasRefusal` on every backend, with ptxas's message on the so
 
 NVRTC runs ptxas inside its own process, and ptxas can crash on hostile PTX (``st.param`` to a
 global address segfaults it): every compile therefore runs in a forked child
-(:func:`_in_child`), and a child killed by a signal is the student's compile error naming the
+(``compile_child``), and a child killed by a signal is the student's compile error naming the
 kernel's inline asm (:func:`_crashed`), never the grader's crash. The child costs about 20 ms
 a compile (the fork, and the pages its compile touches): vector_add's 50 ms became 70, and
 gemm_tensor_core's 2.3 s did not move beyond the noise; a ``python -m`` child would spend 340 ms
 starting. A compile's answer is kept in this process and on disk (``compile_cache``), so a
-source this machine compiled before is answered without NVRTC, or a child.
+source this machine compiled before is answered without NVRTC, or a child; and a grading's
+compiles may be started ahead of need on idle cores (``compile_ahead``).
 """
 
 from __future__ import annotations
 
 import base64
-import faulthandler
 import functools
 import hashlib
 import importlib.metadata
 import os
-import pickle
 import re
 import signal
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from autograder.backends import compile_cache
+from autograder.backends import compile_ahead, compile_cache
+from autograder.backends.compile_child import in_child as _in_child
 from autograder.contract import CompileError, Program
 
 EMULATOR_ARCH = "sm_90"  # the emulator's PTX is an H200's, and ptxas assembles it as for one
@@ -139,6 +140,17 @@ def compile_ptx(program: Program) -> Compiled:
     return _compile(program, EMULATOR_ARCH)
 
 
+def compile_ptx_ahead(programs: Iterable[Program]) -> None:
+    """Start :func:`compile_ptx` of each of ``programs`` this machine has not kept, on the cores
+    this process leaves idle (``compile_ahead``); a later :func:`compile_ptx` takes its answer."""
+    if compile_ahead.slots() <= 0:
+        return
+    keys = dict.fromkeys((program, EMULATOR_ARCH) for program in programs)
+    identity = compiler_identity()
+    new = [key for key in keys if not compile_cache.holds(compile_cache.key(*key, identity))]
+    compile_ahead.schedule(new, _compile_here)
+
+
 def compile_cubin(program: Program, arch: str) -> Compiled:
     """A cubin for a device, ``arch`` like ``"sm_90"``; its log holds ptxas's verbose report."""
     return _compile(program, arch)
@@ -195,17 +207,19 @@ def _pip_include_dirs() -> list[Path]:
 
 @functools.lru_cache(maxsize=64)
 def _compile(program: Program, arch: str) -> Compiled:
-    """``program`` compiled for ``arch``: NVRTC's answer kept on disk (``compile_cache``), else
-    a compile in a child process, which a crash of NVRTC or ptxas kills instead of the grader;
-    the crash becomes the student's compile error (:func:`_crashed`), and is not kept."""
+    """``program`` compiled for ``arch``: its compile started ahead (``compile_ahead``), else
+    NVRTC's answer kept on disk (``compile_cache``), else a compile in a child process, which a
+    crash of NVRTC or ptxas kills instead of the grader; the crash becomes the student's compile
+    error (:func:`_crashed`), and is not kept."""
     digest = compile_cache.key(program, arch, compiler_identity())
-    kept = _kept(compile_cache.load(digest))
+    ahead = compile_ahead.take((program, arch))
+    kept = None if ahead else _kept(compile_cache.load(digest))
     if isinstance(kept, CompileError):
         raise kept
     if kept is not None:
         return kept
     try:
-        outcome = _in_child(_compile_here, program, arch)
+        outcome = ahead.answer() if ahead else _in_child(_compile_here, program, arch)
     except CompileError as refused:
         if _keeps_answers():
             compile_cache.store(
@@ -296,90 +310,6 @@ def _compile_here(program: Program, arch: str) -> Compiled:
         return Compiled(ptx, cubin, lowered.decode(), log)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-
-
-_PR_SET_PDEATHSIG = 1  # prctl(2): the signal a child gets when its parent dies
-
-
-def _in_child(compile_, program: Program, arch: str) -> Compiled | int:
-    """``compile_(program, arch)`` in a forked child: its result, its exception raised here, or
-    the number of the signal that killed the child (a crash inside NVRTC or ptxas).
-
-    A fork per compile, not a fresh interpreter (which spends 340 ms importing NVRTC) nor a
-    long-lived compile server (which a hostile compile could leave corrupt for the next
-    student's): the child has NVRTC loaded already and dies with its compile. The child only calls
-    NVRTC and pickles, then leaves with ``os._exit`` (no atexit handler, no flush of the
-    parent's buffers); it dies with its parent (``PR_SET_PDEATHSIG``), so a grader killed for
-    its time limit leaves no compile running.
-    """
-    if not hasattr(os, "fork"):  # Windows: no fork, and no isolation
-        return compile_(program, arch)
-    from cuda.bindings import nvrtc  # loaded before the fork: the child imports nothing
-
-    nvrtc.nvrtcVersion()
-    readable, writable = os.pipe()
-    parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:  # the child
-        try:
-            os.close(readable)
-            _die_with(parent)
-            if faulthandler.is_enabled():
-                faulthandler.disable()  # a crash here is reported by the parent, not as a traceback
-            try:
-                answer = pickle.dumps(("compiled", compile_(program, arch)))
-            except BaseException as error:  # any: raised again in the parent
-                answer = _pickled_error(error)
-            with os.fdopen(writable, "wb") as pipe:
-                pipe.write(answer)
-        finally:
-            os._exit(0)
-    os.close(writable)
-    reaped = False
-    try:
-        with os.fdopen(readable, "rb") as pipe:
-            answer = pipe.read()  # all of it before waiting: a big cubin outgrows the pipe's buffer
-        _pid, status = os.waitpid(pid, 0)
-        reaped = True
-    finally:
-        if not reaped:  # interrupted: leave no child behind
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        return os.WTERMSIG(status)
-    if not answer:
-        raise CompileError(
-            f"the compiler stopped without an answer (exit status {os.waitstatus_to_exitcode(status)})"
-        )
-    kind, value = pickle.loads(answer)
-    if kind == "compiled":
-        return value
-    if kind == "refused":
-        cls, log = value
-        raise cls(log)
-    raise value
-
-
-def _die_with(parent: int) -> None:
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the child ends with its compile anyway
-        return
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(0)
-
-
-def _pickled_error(error: BaseException) -> bytes:
-    """``error`` for the parent: a :class:`CompileError` as its class and log (pickling it
-    whole would rebuild it from its message, "compilation failed:" twice)."""
-    if isinstance(error, CompileError):
-        return pickle.dumps(("refused", (type(error), error.log)))
-    try:
-        return pickle.dumps(("raised", error))
-    except Exception:  # one that does not pickle is sent as its words
-        return pickle.dumps(("raised", RuntimeError(f"{type(error).__name__}: {error}")))
 
 
 _INLINE_ASM = "// begin inline asm"  # NVRTC brackets each inline asm statement's PTX with these

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autograder import emulator
-from autograder.backends.compiler import Compiled, PtxasRefusal, compile_ptx, compile_virtual, ptxas_figures
+from autograder.backends import compile_ahead
+from autograder.backends.compiler import (
+    Compiled,
+    PtxasRefusal,
+    compile_ptx,
+    compile_ptx_ahead,
+    compile_virtual,
+    ptxas_figures,
+)
 from autograder.contract import Backend, Capabilities, Launch, LaunchResult, Program, Unsupported
 
 if TYPE_CHECKING:
@@ -52,14 +60,23 @@ class EmulatorBackend(Backend):
         """NVRTC's errors, ptxas's refusals for ``sm_90``, and a local frame over CUDA's limit per thread."""
         from autograder.emulator.machine import decode_launchable
 
+        compile_ahead.advance()
         compiled = assembled(program)
         with contextlib.suppress(Unsupported):  # reported by the launch that meets it
             decode_launchable(compiled.ptx, compiled.lowered_name, program)
+
+    def compile_ahead(self, programs: tuple[Program, ...]) -> None:
+        """Start the compiles of ``programs`` on the cores this worker leaves idle (``compile_ahead``)."""
+        compile_ptx_ahead(programs)
+
+    def close(self) -> None:
+        compile_ahead.stop()
 
     def launch(self, launch: Launch) -> LaunchResult:
         from autograder.emulator.limits import check_function
         from autograder.emulator.machine import emulate
 
+        compile_ahead.advance()
         compiled = assembled(launch.program)
         check_function(function(launch.program), launch)
         return emulate(compiled.ptx, compiled.lowered_name, launch, launch.instruction_limit or self.budget)

@@ -116,6 +116,9 @@ class WorkerBackend(Backend):
     def compile(self, program: Program) -> None:
         self._call("compile", program, self.compile_s)
 
+    def compile_ahead(self, programs: tuple[Program, ...]) -> None:
+        self._call("compile_ahead", programs, self.compile_s)
+
     def launch(self, launch: Launch) -> LaunchResult:
         return self._call("launch", launch, launch.time_limit_s, self._device, alone=False)
 

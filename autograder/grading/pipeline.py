@@ -450,13 +450,16 @@ def grade_submission(
         )
         cross_check = False
     deadline = started + course.rubric.limits.submission_s
-    items, read = [], []
+    items = []
     with opened(submission, course) as found, _blas_threads(backends.grading):
         names = assignments or _submitted(submission, found, course, notes)
         notes += [*found.notes, *filter(None, map(found.note, names))]
-        for name in names:
-            read.append(read_submitted(found, name))
-            graded = _grade_assignment(read[-1], course, backends, secret, deadline, cross_check, timed_only)
+        read = [read_submitted(found, name) for name in names]
+        if not timed_only:
+            ahead = programs_ahead(course, read, secret)
+            backends.safety.compile_ahead(tuple(dict.fromkeys(ahead)))
+        for submitted in read:
+            graded = _grade_assignment(submitted, course, backends, secret, deadline, cross_check, timed_only)
             for result in graded:
                 items.append(result)
                 if progress:
@@ -469,6 +472,27 @@ def grade_submission(
         notes=tuple(notes),
         submitted=tuple(read),
     )
+
+
+def programs_ahead(course: Course, submitted: list[Submitted], secret: int) -> Iterator[Program]:
+    """The programs a grading of ``submitted`` with ``secret`` compiles on its safety backend, in
+    about the order it asks for them: for each assignment read without a problem, the student's
+    kernel and the reference's for the define set of each case its items run (listed and drawn;
+    a timed case's define sets are its stand-in's, ``ledger``), so that they can be compiled ahead
+    (``Backend.compile_ahead``). A handout's drawn cases (recorded ones) are not among them: those
+    compile as they come."""
+    for one in submitted:
+        if one.problem is not None or one.text is None:
+            continue
+        spec = with_drawn(course.specs[one.assignment], secret)
+        items = course.rubric.assignments[one.assignment]
+        filename = submitted_name(one.name, spec.name) if one.name else None
+        reference = course.reference_source(one.assignment)
+        sources = [(one.text, filename)] + ([(reference.read_text(), None)] if reference.exists() else [])
+        for group in dict.fromkeys(item.cases for item in items):
+            for ref in group_cases(spec, group, secret):
+                for text, name in sources:
+                    yield named(program(spec, text, ref.case), name)
 
 
 def _blas_threads(grading: Backend) -> contextlib.AbstractContextManager[object]:
