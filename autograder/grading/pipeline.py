@@ -456,8 +456,7 @@ def grade_submission(
         notes += [*found.notes, *filter(None, map(found.note, names))]
         read = [read_submitted(found, name) for name in names]
         if not timed_only:
-            ahead = programs_ahead(course, read, secret)
-            backends.safety.compile_ahead(tuple(dict.fromkeys(ahead)))
+            _compile_ahead(backends.safety, tuple(dict.fromkeys(programs_ahead(course, read, secret))))
         for submitted in read:
             graded = _grade_assignment(submitted, course, backends, secret, deadline, cross_check, timed_only)
             for result in graded:
@@ -493,6 +492,14 @@ def programs_ahead(course: Course, submitted: list[Submitted], secret: int) -> I
             for ref in group_cases(spec, group, secret):
                 for text, name in sources:
                     yield named(program(spec, text, ref.case), name)
+
+
+def _compile_ahead(backend: Backend, programs: tuple[Program, ...]) -> None:
+    """``backend.compile_ahead(programs)``: a head start only, so whatever stops it (a worker that
+    cannot start, no process left to fork) costs the head start, never the grading; each compile
+    meets it again in its turn, where it is reported as that compile's."""
+    with contextlib.suppress(Exception):
+        backend.compile_ahead(programs)
 
 
 def _blas_threads(grading: Backend) -> contextlib.AbstractContextManager[object]:

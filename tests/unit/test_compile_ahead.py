@@ -120,3 +120,21 @@ def test_a_grading_names_ahead_exactly_the_programs_it_compiles(ahead, monkeypat
     )
     named = set(pipeline.programs_ahead(course, list(graded.submitted), 3))
     assert {program for program, arch in asked if arch == EMULATOR_ARCH} == named
+
+
+def test_a_head_start_that_fails_costs_the_grading_nothing(monkeypatch):
+    def no_fork(self, programs):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(EmulatorBackend, "compile_ahead", no_fork)
+    backend = EmulatorBackend()
+    course = read_course(ROOT)
+    graded = pipeline.grade_submission(
+        ROOT / "reference",
+        course,
+        Backends(grading=backend, safety=backend),
+        seed=3,
+        assignments=["vector_add"],
+    )
+    untimed = [i for i in graded.items if i.item.check != "performance"]
+    assert untimed and all(i.score == i.item.points for i in untimed)
