@@ -56,13 +56,14 @@ def slots() -> int:
 
 
 def schedule(keys: Iterable[Key], compile_: Callable[[Program, str], object]) -> None:
-    """Fork a held compile by ``compile_`` of each of ``keys`` not held or running already, and
-    let as many go as there are slots."""
+    """Fork a held compile by ``compile_`` of each of ``keys``, and let as many go as there are
+    slots. They replace what an earlier call named and was never asked for (a worker that grades
+    one submission after another: ``selfcheck``, the GPU service), which is stopped."""
+    stop()
     if slots() <= 0:
         return
-    for key in keys:
-        if key not in _held and key not in _running:
-            _held[key] = Child(compile_, *key, held=True)
+    for key in dict.fromkeys(keys):
+        _held[key] = Child(compile_, *key, held=True)
     advance()
 
 

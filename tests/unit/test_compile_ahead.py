@@ -95,6 +95,17 @@ def test_what_is_never_asked_for_is_stopped(ahead):
             os.waitpid(child.pid, os.WNOHANG)
 
 
+def test_a_grading_s_compiles_ahead_replace_those_the_last_one_left(ahead):
+    compile_ahead.schedule([(PROGRAM, EMULATOR_ARCH), (OTHER, EMULATOR_ARCH)], _slow)
+    left = [*compile_ahead._running.values(), *compile_ahead._held.values()]
+    compiler.compile_ptx_ahead([OTHER])  # the next grading's
+    assert list(compile_ahead._running) == [(OTHER, EMULATOR_ARCH)] and not compile_ahead._held
+    for child in left:  # a worker grading one submission after another keeps no process of the last
+        with pytest.raises(ChildProcessError):
+            os.waitpid(child.pid, os.WNOHANG)
+    assert "0f40000000" in compiler.compile_ptx(OTHER).ptx  # 2.0f
+
+
 def test_a_grading_names_ahead_exactly_the_programs_it_compiles(ahead, monkeypatch, tmp_path):
     course = read_course(ROOT)
     monkeypatch.setattr(compile_ahead, "slots", lambda: 0)  # nothing ahead: every compile asked
