@@ -28,6 +28,7 @@ worker closes is stopped (:func:`stop`): a compile never asked for costs a core,
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -45,9 +46,10 @@ _held: dict[Key, Child[Any]] = {}  # forked, waiting for their turn, in the orde
 _running: dict[Key, Child[Any]] = {}  # let go: compiling, or done and not yet asked for
 
 
+@functools.cache
 def slots() -> int:
     """How many compiles run ahead at once: the cores this process may use, but one (its own),
-    and at most ``MOST``."""
+    and at most ``MOST`` (asked once: :func:`advance` runs at every launch)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux

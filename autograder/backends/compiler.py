@@ -145,8 +145,8 @@ def compile_ptx_ahead(programs: Iterable[Program]) -> None:
     this process leaves idle (``compile_ahead``); a later :func:`compile_ptx` takes its answer."""
     if compile_ahead.slots() <= 0:
         return
-    keys = dict.fromkeys((program, EMULATOR_ARCH) for program in programs)
     identity = compiler_identity()
+    keys = [(program, EMULATOR_ARCH) for program in programs]
     new = [key for key in keys if not compile_cache.holds(compile_cache.key(*key, identity))]
     compile_ahead.schedule(new, _compile_here)
 

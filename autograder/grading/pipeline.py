@@ -456,7 +456,7 @@ def grade_submission(
         notes += [*found.notes, *filter(None, map(found.note, names))]
         read = [read_submitted(found, name) for name in names]
         if not timed_only:
-            _compile_ahead(backends.safety, tuple(dict.fromkeys(programs_ahead(course, read, secret))))
+            _compile_ahead(backends.safety, programs_ahead(course, read, secret))
         for submitted in read:
             graded = _grade_assignment(submitted, course, backends, secret, deadline, cross_check, timed_only)
             for result in graded:
@@ -473,25 +473,35 @@ def grade_submission(
     )
 
 
-def programs_ahead(course: Course, submitted: list[Submitted], secret: int) -> Iterator[Program]:
-    """The programs a grading of ``submitted`` with ``secret`` compiles on its safety backend, in
-    about the order it asks for them: for each assignment read without a problem, the student's
-    kernel and the reference's for the define set of each case its items run (listed and drawn;
-    a timed case's define sets are its stand-in's, ``ledger``), so that they can be compiled ahead
-    (``Backend.compile_ahead``). A handout's drawn cases (recorded ones) are not among them: those
-    compile as they come."""
+def programs_ahead(course: Course, submitted: list[Submitted], secret: int) -> tuple[Program, ...]:
+    """The programs a grading of ``submitted`` with ``secret`` compiles on its safety backend, each
+    once, in about the order it asks for them: for each assignment read without a problem, the
+    student's kernel and the reference's for the define set of each case its items run (listed
+    and drawn; a timed case's define sets are its stand-in's, ``ledger``), so that they can be
+    compiled ahead (``Backend.compile_ahead``). A handout's drawn cases (recorded ones) are not
+    among them: those compile as they come."""
+    programs: dict[Program, None] = {}
     for one in submitted:
-        if one.problem is not None or one.text is None:
+        if one.problem is not None:
             continue
         spec = with_drawn(course.specs[one.assignment], secret)
-        items = course.rubric.assignments[one.assignment]
-        filename = submitted_name(one.name, spec.name) if one.name else None
-        reference = course.reference_source(one.assignment)
-        sources = [(one.text, filename)] + ([(reference.read_text(), None)] if reference.exists() else [])
-        for group in dict.fromkeys(item.cases for item in items):
+        reference = _reference_text(course, one.assignment)
+        sources = [(one.text, _compiled_name(one, spec))] + ([(reference, None)] if reference else [])
+        for group in dict.fromkeys(item.cases for item in course.rubric.assignments[one.assignment]):
             for ref in group_cases(spec, group, secret):
-                for text, name in sources:
-                    yield named(program(spec, text, ref.case), name)
+                programs.update((named(program(spec, text, ref.case), name), None) for text, name in sources)
+    return tuple(programs)
+
+
+def _compiled_name(submitted: Submitted, spec: Spec) -> str | None:
+    """The name the student's file goes by in compiles (``submitted_name``); None: the assignment's."""
+    return submitted_name(submitted.name, spec.name) if submitted.name else None
+
+
+def _reference_text(course: Course, name: str) -> str | None:
+    """The reference kernel's source, or None where the course has none (a handout)."""
+    reference = course.reference_source(name)
+    return reference.read_text() if reference.exists() else None
 
 
 def _compile_ahead(backend: Backend, programs: tuple[Program, ...]) -> None:
@@ -550,14 +560,13 @@ def _grade_assignment(
         return
     spec = course.specs[name]
     source, problem, regrade = submitted.text, submitted.problem, False
-    filename = submitted_name(submitted.name, spec.name) if submitted.name else None
+    filename = _compiled_name(submitted, spec)
     if problem is None:
         problem, regrade = _compile_problem(backends.grading, spec, source, items, filename)
     if problem is not None:  # each item's words as a whole grading gives them
         yield from (r for r in _ungraded(items, problem, regrade) if r.item in checked)
         return
-    reference = course.reference_source(name)
-    sources = {"student": source, "reference": reference.read_text() if reference.exists() else None}
+    sources = {"student": source, "reference": _reference_text(course, name)}
     recorded = (
         reference_counters.load(course.reference_counters(name)) if sources["reference"] is None else None
     )
