@@ -73,6 +73,7 @@ class Child(Generic[T]):
         if held:
             os.close(wait)
         self.pid = pid
+        os.set_blocking(readable, False)  # poll() reads what there is; answer() waits for the rest
         self._pipe = os.fdopen(readable, "rb", buffering=0)
         self._read: list[bytes] = []
         self._ended = False  # the child closed its end: every byte of its answer is read
@@ -88,7 +89,6 @@ class Child(Generic[T]):
         """Read what the child has written so far, without waiting; whether its answer is whole.
         (A big cubin outgrows the pipe's buffer: the child waits until its parent reads.)"""
         if not self._ended:
-            os.set_blocking(self._pipe.fileno(), False)
             while (chunk := self._pipe.read(1 << 20)) is not None and chunk:
                 self._read.append(chunk)
             self._ended = chunk == b""
